@@ -1,0 +1,217 @@
+"""The one interface every KV-cache allocator implements.
+
+Allocators are plain objects the scheduler calls (no SimPy). They manage a pool of
+token slots and can say at any instant where every slot goes.
+
+Identity
+    A *sequence group* is one request: ``n`` parallel samples or a beam of width
+    ``k`` are sequences of one group. As in vLLM v0, a group is admitted with one
+    sequence holding the prompt; the scheduler forks the others after the prefill.
+    Group and sequence ids are ints handed out by the simulator.
+
+Life of a group (the verbs, in the order a scheduler uses them)::
+
+    can_allocate(req)  -> OK | LATER | NEVER       admission check (paged: watermark)
+    allocate(req)      -> Allocation | None         prompt slots for req.seq_id
+    fork(parent, child)                             child shares every block of parent
+    can_append_slots(group_id) -> bool              room for one more token per running seq
+    append_slot(seq_id)                             one slot; may open a block or copy-on-write
+    can_swap_out / swap_out / can_swap_in / swap_in (paged: whole groups, all or nothing)
+    free(seq_id)                                    release a sequence's slots
+    drain_transfers() -> Transfers                  copies and swaps since the last drain
+    usage(target_len_by_seq, is_blocked) -> MemoryUsage
+    check_invariants()
+
+What allocators may know
+    Token counts and prompt content segments. The true output length is passed only
+    to allocators whose ``needs_true_output_len`` is True (the Pow2 and Oracle
+    contiguous variants, which model an oracle), explicitly, at ``allocate``.
+    ``usage`` receives each sequence's final length because the accounting is in
+    hindsight; it must not influence any allocation decision.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class AllocStatus(enum.Enum):
+    """Answer of an admission check (vLLM v0's ``AllocStatus``)."""
+
+    OK = "ok"  # can be admitted now
+    LATER = "later"  # not now; may fit once memory is freed
+    NEVER = "never"  # can never fit in this pool, whatever is freed
+
+
+@dataclass(frozen=True)
+class AllocRequest:
+    """What an allocator is told when a group asks to be admitted.
+
+    ``num_tokens`` is the number of slots to hold now: the prompt length on first
+    admission, prompt + tokens generated so far when a recomputed group comes back.
+    ``segments`` describe the prompt's content (see ``workloads.trace``); only the
+    first ``prompt_len`` tokens have content identity (generated tokens are unique).
+    ``max_num_seqs`` is how many sequences the group may fork into (n, or the beam
+    width), for allocators that reserve per sequence up front.
+    """
+
+    group_id: int
+    seq_id: int
+    prompt_len: int
+    num_tokens: int
+    segments: tuple[tuple[int, int], ...]
+    max_num_seqs: int = 1
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Result of a successful ``allocate``: how much of the prompt came from the prefix cache."""
+
+    num_cached_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """Block copies and swap transfers done since the last ``drain_transfers``.
+
+    Counts are in blocks of ``block_size`` slots (for contiguous allocators, in granules).
+    """
+
+    num_copied_blocks: int = 0
+    num_swapped_in_blocks: int = 0
+    num_swapped_out_blocks: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    """Where every slot of the KV pool is at one instant (the paper's Figure 2 categories).
+
+    - token_slots: slots holding KV of tokens already computed;
+    - reserved_slots: slots a sequence holds now and will fill before it finishes;
+    - internal_frag_slots: slots a sequence holds and will never fill (hindsight);
+    - external_frag_slots: free slots while a request waits for memory it cannot get,
+      plus allocator padding (a buddy allocator's rounding of a reservation up to a
+      power of two: held, but by the allocator's rule, not the request's);
+    - unused_slots: free slots while nobody waits for memory.
+
+    Shared blocks count once. The five sum to ``capacity_slots`` (checked on construction).
+    """
+
+    capacity_slots: int
+    token_slots: int
+    reserved_slots: int
+    internal_frag_slots: int
+    external_frag_slots: int
+    unused_slots: int
+
+    def __post_init__(self) -> None:
+        parts = (
+            self.token_slots,
+            self.reserved_slots,
+            self.internal_frag_slots,
+            self.external_frag_slots,
+            self.unused_slots,
+        )
+        if min(parts) < 0 or sum(parts) != self.capacity_slots:
+            from pagesim.errors import InvariantError
+
+            raise InvariantError(f"memory usage does not add up to capacity: {self}")
+
+
+@dataclass(frozen=True)
+class PrefixCacheCounters:
+    """Cumulative prefix-cache lookups, in blocks and in tokens (queried = hit + miss)."""
+
+    hit_blocks: int = 0
+    queried_blocks: int = 0
+    hit_tokens: int = 0
+    queried_tokens: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of queried prompt tokens served from the cache (0 when none queried)."""
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+
+
+class KVAllocator(ABC):
+    """Base of every allocator. Subclasses document their modelling rules and sources."""
+
+    #: short name used in configs and outputs, e.g. "paged", "max", "pow2", "oracle"
+    kind: str = "abstract"
+    #: True for allocators that are told the true output length at admission
+    needs_true_output_len: bool = False
+    #: True for block-based allocators (swap, fork sharing, prefix caching available)
+    is_paged: bool = False
+
+    @property
+    @abstractmethod
+    def capacity_slots(self) -> int:
+        """Token slots in the GPU pool."""
+
+    @property
+    @abstractmethod
+    def block_size(self) -> int:
+        """Slots per block (contiguous allocators: slots per granule)."""
+
+    @abstractmethod
+    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
+        ...
+
+    @abstractmethod
+    def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:
+        """Hold ``req.num_tokens`` slots for ``req.seq_id``, or return None (nothing changed)."""
+
+    @abstractmethod
+    def can_append_slots(self, group_id: int) -> bool:
+        """Whether every running sequence of the group can take one more token now."""
+
+    @abstractmethod
+    def append_slot(self, seq_id: int) -> None:
+        """One more slot for ``seq_id``. Raises AllocatorError if impossible."""
+
+    @abstractmethod
+    def fork(self, parent_seq_id: int, child_seq_id: int) -> None:
+        """Make ``child_seq_id`` a sequence of the parent's group sharing its slots."""
+
+    @abstractmethod
+    def free(self, seq_id: int) -> None:
+        """Release ``seq_id``'s slots. Unknown or already-freed ids raise AllocatorError."""
+
+    def can_swap_out(self, group_id: int) -> bool:
+        return False
+
+    def swap_out(self, group_id: int) -> None:
+        from pagesim.errors import AllocatorError
+
+        raise AllocatorError(f"{self.kind} allocator cannot swap")
+
+    def can_swap_in(self, group_id: int) -> AllocStatus:
+        return AllocStatus.NEVER
+
+    def swap_in(self, group_id: int) -> None:
+        from pagesim.errors import AllocatorError
+
+        raise AllocatorError(f"{self.kind} allocator cannot swap")
+
+    @abstractmethod
+    def num_slots(self, seq_id: int) -> int:
+        """Tokens currently held by ``seq_id`` (its context length)."""
+
+    @abstractmethod
+    def drain_transfers(self) -> Transfers:
+        """Copies and swaps since the last call; resets the tally."""
+
+    @abstractmethod
+    def usage(self, target_len_by_seq: Mapping[int, int], is_blocked: bool) -> MemoryUsage:
+        """The exact breakdown now. ``target_len_by_seq``: each live sequence's final length."""
+
+    @property
+    def prefix_cache(self) -> PrefixCacheCounters:
+        return PrefixCacheCounters()
+
+    @abstractmethod
+    def check_invariants(self) -> None:
+        """Raise InvariantError if the bookkeeping is inconsistent."""

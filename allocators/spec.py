@@ -1,0 +1,28 @@
+"""Spec section owned by the allocators layer: which KV-cache allocator, and its knobs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from pagesim.specbase import StrictSpec as _Spec
+
+
+class AllocatorSpec(_Spec):
+    """The KV-cache allocator.
+
+    paged: vLLM's block pool (``block_size``, ``watermark`` fraction of blocks kept
+    free at admission, ``prefix_caching``, ``swap_space_gib`` of CPU blocks).
+    max / pow2 / oracle: Orca's contiguous reservations (max_model_len; prompt + next
+    power of two of the output; prompt + output), placed by ``placement`` over
+    ``granule_slots``-slot granules.
+    """
+
+    kind: Literal["paged", "max", "pow2", "oracle"] = "paged"
+    block_size: int = Field(default=16, ge=1)
+    watermark: float = Field(default=0.01, ge=0, lt=1)
+    prefix_caching: bool = False
+    swap_space_gib: float = Field(default=4.0, ge=0)
+    placement: Literal["buddy", "first_fit"] = "buddy"
+    granule_slots: int = Field(default=16, ge=1)

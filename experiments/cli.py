@@ -1,0 +1,9 @@
+"""`pagesim` subcommands of the experiments layer (not yet implemented)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add this layer's subcommands (none yet)."""

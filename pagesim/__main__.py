@@ -1,0 +1,3 @@
+from pagesim.cli import main
+
+raise SystemExit(main())

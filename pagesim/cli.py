@@ -1,0 +1,70 @@
+"""The ``pagesim`` command line.
+
+Each layer contributes its subcommands through a ``register(subparsers)`` function
+in its own ``cli`` module, listed in :data:`COMMAND_MODULES` (adding a command
+group means one module and one line here). Command modules import only argparse at
+module level and do their heavy imports inside the handler, so ``pagesim --help``
+stays fast.
+
+Every handler returns an exit code. A :class:`~pagesim.errors.PagesimError` is
+printed as one line (``pagesim: error: ...``) with exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pagesim import __version__
+from pagesim.errors import PagesimError
+
+COMMAND_MODULES = (
+    "pagesim.experiments.cli",
+    "pagesim.simulator.cli",
+    "pagesim.workloads.cli",
+    "pagesim.calibrate.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pagesim",
+        description=(
+            "Trace-driven simulator of LLM serving and KV-cache memory management "
+            "(PagedAttention, Orca, static batching), with a real-kernel calibration mode."
+        ),
+        epilog=(
+            "examples:\n"
+            "  pagesim run experiments/memory_waste.yaml --out out/memory_waste\n"
+            "  pagesim simulate --allocator paged --rate 2 --num-requests 1000\n"
+            "  pagesim workload stats azure-conv\n"
+            "  pagesim list\n"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pagesim {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PagesimError as exc:
+        print(f"pagesim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pagesim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

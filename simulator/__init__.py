@@ -1,0 +1,1 @@
+"""pagesim.simulator layer."""

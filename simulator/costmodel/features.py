@@ -1,0 +1,110 @@
+"""Physical features of each kernel family: bytes moved, FLOPs, blocks touched, sequences.
+
+One source of truth for both sides of the cost model: ``calibrate`` computes these
+for every shape it times and fits a profile term on them; the simulator computes
+them for every step and evaluates the term. All sizes are for one layer on one GPU
+(tensor-parallel shards are the caller's business) and ``dtype_bytes`` per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    bytes_: float = 0.0
+    flops: float = 0.0
+    blocks: float = 0.0
+    seqs: float = 0.0
+    tokens: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "bytes": self.bytes_,
+            "flops": self.flops,
+            "blocks": self.blocks,
+            "seqs": self.seqs,
+            "tokens": self.tokens,
+        }
+
+
+def gemm(num_tokens: int, in_features: int, out_features: int, dtype_bytes: int = 2) -> Features:
+    """Y[m, n] = X[m, k] @ W[k, n]: read X and W, write Y; 2 m k n FLOPs."""
+    m, k, n = num_tokens, in_features, out_features
+    return Features(
+        bytes_=float((m * k + k * n + m * n) * dtype_bytes),
+        flops=2.0 * m * k * n,
+        tokens=float(m),
+    )
+
+
+def prefill_attention(
+    new_lens: Sequence[int],
+    context_lens: Sequence[int],
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_bytes: int = 2,
+) -> Features:
+    """Causal attention of each prompt's new tokens over its context (cached prefix + new).
+
+    Query i of a sequence with context c and q new tokens attends over c - q + i + 1 keys;
+    summed over queries that is q (c - q) + q (q + 1) / 2 scores, each costing
+    2 head_dim FLOPs for QK^T and 2 head_dim for PV, per head.
+    """
+    flops = 0.0
+    bytes_ = 0.0
+    tokens = 0
+    for q, c in zip(new_lens, context_lens, strict=True):
+        scores = q * (c - q) + q * (q + 1) / 2
+        flops += 4.0 * head_dim * num_heads * scores
+        # read Q and write O for the new tokens; read K and V over the whole context
+        bytes_ += (2 * q * num_heads + 2 * c * num_kv_heads) * head_dim * dtype_bytes
+        tokens += q
+    return Features(bytes_=bytes_, flops=flops, seqs=float(len(new_lens)), tokens=float(tokens))
+
+
+def decode_attention(
+    context_lens: Sequence[int],
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    block_size: int,
+    dtype_bytes: int = 2,
+) -> Features:
+    """One query token per sequence over its K/V cache (paged or contiguous).
+
+    Bytes are the K and V read (the dominant traffic) plus Q read and O written;
+    blocks are the KV blocks touched per KV head (the paged kernel's per-block work;
+    pass block_size = max context for a contiguous cache).
+    """
+    total_ctx = sum(context_lens)
+    num_blocks = sum(-(-c // block_size) for c in context_lens)
+    n = len(context_lens)
+    kv_bytes = 2.0 * total_ctx * num_kv_heads * head_dim * dtype_bytes
+    qo_bytes = 2.0 * n * num_heads * head_dim * dtype_bytes
+    return Features(
+        bytes_=kv_bytes + qo_bytes,
+        flops=4.0 * total_ctx * num_heads * head_dim,
+        blocks=float(num_blocks * num_kv_heads),
+        seqs=float(n * num_heads),
+        tokens=float(total_ctx),
+    )
+
+
+def kv_write(num_tokens: int, num_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> Features:
+    """reshape_and_cache: read the new K and V and scatter them into their slots."""
+    b = 2.0 * 2 * num_tokens * num_kv_heads * head_dim * dtype_bytes
+    return Features(bytes_=b, tokens=float(num_tokens))
+
+
+def block_copy(num_blocks: int, block_bytes: int) -> Features:
+    """Copy whole blocks (read + write), ``block_bytes`` = one block's K and V, one layer."""
+    return Features(bytes_=2.0 * num_blocks * block_bytes, blocks=float(num_blocks))
+
+
+def swap(num_blocks: int, block_bytes: int) -> Features:
+    """Move blocks across PCIe (one direction), ``block_bytes`` = one block, one layer."""
+    return Features(bytes_=float(num_blocks * block_bytes), blocks=float(num_blocks))

@@ -1,0 +1,227 @@
+"""The profile file: fitted (or analytic) cost terms for one GPU. This module owns its schema.
+
+``calibrate`` writes profiles (it may import this module); the simulator reads them.
+A profile is YAML::
+
+    schema_version: 1
+    kind: measured            # measured | analytic | projected
+    gpu_name: NVIDIA H200     # as the device reports it (analytic: the spec's name)
+    gpu_spec: h200            # key of simulator.specs.GPUS, used for projection
+    date: '2026-11-21'
+    command: pagesim calibrate --model opt-13b --out ...
+    software: {cupy: 13.6.0, cuda_runtime: '13000', driver: '580.65'}
+    dtype: float16
+    notes: free text (what was measured, caveats; for projected: from which profile)
+    terms:
+      gemm:                   # one term per kernel family, see TERM_NAMES
+        coefficients: {const_s: 4.1e-06, s_per_byte: 2.6e-13, s_per_flop: 1.5e-15}
+        heldout_mape: 0.021   # mean |pred - meas| / meas on held-out points (null: not fitted)
+        heldout_max_err: 0.07 # worst |pred - meas| / meas on held-out points
+        num_points: 240       # measurements the term was fitted and validated on
+      ...
+
+Every term has the same *roofline-plus-linear* form over physical features
+(:class:`~pagesim.simulator.costmodel.features.Features`)::
+
+    time_s = const_s + max(s_per_byte * bytes, s_per_flop * flops)
+             + s_per_block * blocks + s_per_seq * seqs + s_per_token * tokens
+
+so each coefficient means something: 1 / s_per_byte is an achieved bandwidth,
+1 / s_per_flop an achieved FLOP rate, s_per_block a per-block overhead. Missing
+coefficients are 0. Terms are per kernel launch (one layer); the cost model
+multiplies by the number of layers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pagesim.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+PROFILE_KINDS = ("measured", "analytic", "projected")
+
+#: The kernel families a profile may describe.
+TERM_NAMES = (
+    "gemm",  # one linear layer (cuBLAS GEMM): tokens x in_features @ in_features x out_features
+    "prefill_attention",  # causal attention over the prompt tokens of the step
+    "paged_decode_attention",  # one query token per sequence over a block table
+    "contiguous_decode_attention",  # the same over a contiguous cache (baseline)
+    "kv_write",  # reshape_and_cache: scatter the step's new K/V into their slots
+    "block_copy",  # copy-on-write block copies (all layers' K and V of one block)
+    "swap",  # GPU<->CPU block transfers over PCIe
+    "step_overhead",  # per-step fixed cost (scheduling, launch, sampling): const_s only
+)
+
+COEFFICIENT_NAMES = ("const_s", "s_per_byte", "s_per_flop", "s_per_block", "s_per_seq", "s_per_token")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One fitted cost term (see the module docstring for its form)."""
+
+    coefficients: dict[str, float]
+    heldout_mape: float | None = None
+    heldout_max_err: float | None = None
+    num_points: int = 0
+
+    def coef(self, name: str) -> float:
+        return self.coefficients.get(name, 0.0)
+
+    def time_s(
+        self,
+        bytes_: float = 0.0,
+        flops: float = 0.0,
+        blocks: float = 0.0,
+        seqs: float = 0.0,
+        tokens: float = 0.0,
+    ) -> float:
+        c = self.coefficients.get
+        return (
+            c("const_s", 0.0)
+            + max(c("s_per_byte", 0.0) * bytes_, c("s_per_flop", 0.0) * flops)
+            + c("s_per_block", 0.0) * blocks
+            + c("s_per_seq", 0.0) * seqs
+            + c("s_per_token", 0.0) * tokens
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    kind: str
+    gpu_name: str
+    gpu_spec: str
+    terms: dict[str, Term]
+    date: str = ""
+    command: str = ""
+    software: dict[str, str] = field(default_factory=dict)
+    dtype: str = "float16"
+    notes: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def term(self, name: str) -> Term:
+        try:
+            return self.terms[name]
+        except KeyError:
+            raise ConfigError(
+                f"profile for {self.gpu_name!r} has no term {name!r}; it has {sorted(self.terms)}"
+            ) from None
+
+    def with_terms(self, **changes: Any) -> Profile:
+        return replace(self, **changes)
+
+    # ---- YAML -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "kind": self.kind,
+            "gpu_name": self.gpu_name,
+            "gpu_spec": self.gpu_spec,
+            "date": self.date,
+            "command": self.command,
+            "software": dict(self.software),
+            "dtype": self.dtype,
+            "notes": self.notes,
+            "terms": {
+                name: {
+                    "coefficients": {k: float(v) for k, v in t.coefficients.items()},
+                    "heldout_mape": t.heldout_mape,
+                    "heldout_max_err": t.heldout_max_err,
+                    "num_points": int(t.num_points),
+                }
+                for name, t in self.terms.items()
+            },
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        tmp.replace(path)
+        return path
+
+
+def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
+    """Build a Profile from parsed YAML, rejecting unknown keys and wrong types by name."""
+
+    def fail(msg: str) -> ConfigError:
+        return ConfigError(f"{source}: {msg}")
+
+    if not isinstance(doc, dict):
+        raise fail("a profile must be a mapping")
+    allowed = {
+        "schema_version", "kind", "gpu_name", "gpu_spec", "date", "command",
+        "software", "dtype", "notes", "terms",
+    }
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r}; allowed keys: {sorted(allowed)}")
+    for key in ("kind", "gpu_name", "gpu_spec", "terms"):
+        if key not in doc:
+            raise fail(f"missing key {key!r}")
+    if doc.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        raise fail(f"schema_version {doc.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})")
+    if doc["kind"] not in PROFILE_KINDS:
+        raise fail(f"kind: {doc['kind']!r} is not one of {list(PROFILE_KINDS)}")
+    if not isinstance(doc["terms"], dict):
+        raise fail("terms must be a mapping")
+    terms: dict[str, Term] = {}
+    for name, t in doc["terms"].items():
+        where = f"terms.{name}"
+        if name not in TERM_NAMES:
+            raise fail(f"{where}: unknown term; allowed terms: {list(TERM_NAMES)}")
+        if not isinstance(t, dict) or not isinstance(t.get("coefficients"), dict):
+            raise fail(f"{where}: expected a mapping with 'coefficients'")
+        extra = sorted(set(t) - {"coefficients", "heldout_mape", "heldout_max_err", "num_points"})
+        if extra:
+            raise fail(f"{where}: unknown key {extra[0]!r}")
+        coefs: dict[str, float] = {}
+        for cname, value in t["coefficients"].items():
+            if cname not in COEFFICIENT_NAMES:
+                raise fail(f"{where}.coefficients.{cname}: unknown; allowed: {list(COEFFICIENT_NAMES)}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise fail(f"{where}.coefficients.{cname}: must be a finite number >= 0, got {value!r}")
+            coefs[cname] = float(value)
+        for key in ("heldout_mape", "heldout_max_err"):
+            v = t.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise fail(f"{where}.{key}: must be a number or null, got {v!r}")
+        terms[name] = Term(
+            coefficients=coefs,
+            heldout_mape=None if t.get("heldout_mape") is None else float(t["heldout_mape"]),
+            heldout_max_err=None if t.get("heldout_max_err") is None else float(t["heldout_max_err"]),
+            num_points=int(t.get("num_points", 0) or 0),
+        )
+    software = doc.get("software") or {}
+    if not isinstance(software, dict):
+        raise fail("software must be a mapping")
+    return Profile(
+        kind=str(doc["kind"]),
+        gpu_name=str(doc["gpu_name"]),
+        gpu_spec=str(doc["gpu_spec"]),
+        terms=terms,
+        date=str(doc.get("date", "")),
+        command=str(doc.get("command", "")),
+        software={str(k): str(v) for k, v in software.items()},
+        dtype=str(doc.get("dtype", "float16")),
+        notes=str(doc.get("notes", "")),
+    )
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"profile file not found: {path}")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return profile_from_dict(doc, source=str(path))
