@@ -1,9 +1,152 @@
-"""`pagesim` subcommands of the experiments layer (not yet implemented)."""
+"""`pagesim run`, `pagesim validate`, `pagesim list`: the experiments layer's commands.
+
+Only argparse is imported here at module level; each handler imports what it
+needs, so ``pagesim --help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+RUN_EXAMPLES = """examples:
+  pagesim run memory_waste --quick --out out/memory_waste
+  pagesim run experiments/latency_vs_rate.yaml --jobs 2 --out out/latency
+  pagesim run block_size_sweep --set workload.num_requests=200 --set arrivals.rate_req_s=1.5
+  pagesim run memory_waste --executor ray      # needs: pip install 'pagesim[cluster]'
+"""
+
+
+def _parse_set(items: list[str]) -> dict:
+    """``--set key=value`` pairs; values parsed as YAML (``16``, ``true``, ``[1, 2]``)."""
+    import yaml
+
+    from pagesim.errors import ConfigError
+
+    overrides = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--set {item!r}: expected key=value, e.g. --set allocator.block_size=32"
+            )
+        try:
+            overrides[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(
+                f"--set {item!r}: value is not valid YAML ({exc})".replace("\n", " ")
+            ) from None
+    return overrides
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pagesim.experiments.runner import run_experiment
+    from pagesim.experiments.shipped import resolve_experiment
+    from pagesim.experiments.validate import load_experiment
+
+    path = resolve_experiment(args.experiment)
+    spec = load_experiment(path, quick=args.quick, overrides=_parse_set(args.set))
+    out_dir = Path(args.out) if args.out else Path("out") / spec.name
+    output = run_experiment(spec, out_dir, executor=args.executor, jobs=args.jobs, source=str(path))
+    print(
+        f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
+        f"{output.num_runs - output.num_computed} from cache) -> {out_dir}"
+    )
+    for problem in output.chart_problems:
+        print(f"warning: {problem}")
+    print(f"results: {out_dir / 'results.csv'}; summary: {out_dir / 'summary.md'}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from pagesim.experiments.points import expand_runs
+    from pagesim.experiments.shipped import resolve_experiment
+    from pagesim.experiments.validate import load_experiment
+
+    path = resolve_experiment(args.experiment)
+    spec = load_experiment(path, quick=args.quick)
+    runs = expand_runs(spec)
+    print(
+        f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"
+    )
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from pagesim.experiments.charts import CHART_KINDS
+    from pagesim.experiments.registries import REGISTRIES
+    from pagesim.experiments.shipped import shipped_experiments
+    from pagesim.experiments.validate import parse_experiment, read_yaml
+
+    print("experiments:")
+    for name, path in shipped_experiments().items():
+        description = parse_experiment(read_yaml(path), str(path)).description.strip().splitlines()
+        print(f"  {name:20s} {description[0] if description else ''}")
+    for registry in REGISTRIES:
+        names = registry.names()
+        shown = (
+            ", ".join(names)
+            if names is not None
+            else f"(not available: {registry.module}.{registry.attribute} is missing)"
+        )
+        print(f"{registry.title} ({registry.dotted_path}): {shown}")
+    print(f"chart kinds: {', '.join(CHART_KINDS)}")
+    return 0
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add this layer's subcommands (none yet)."""
+    """Add ``run``, ``validate`` and ``list``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    run = subparsers.add_parser(
+        "run",
+        help="run an experiment YAML: sweep, results.csv, charts, summary.md",
+        description="Run an experiment file (or a shipped experiment by name). Finished runs "
+        "are cached in OUT/runs, so re-running skips them and an interrupted sweep resumes.",
+        epilog=RUN_EXAMPLES,
+        formatter_class=fmt,
+    )
+    run.add_argument(
+        "experiment", help="an experiment YAML file, or a shipped name (see `pagesim list`)"
+    )
+    run.add_argument("--out", help="output folder (default: out/<experiment name>)")
+    run.add_argument("--jobs", type=int, default=None, help="parallel runs (default: all cores)")
+    run.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where runs execute (default: local processes)",
+    )
+    run.add_argument(
+        "--quick",
+        action="store_true",
+        help="apply the file's `quick` overrides (a fast, small version)",
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a base field by dotted path, value as YAML (repeatable)",
+    )
+    run.set_defaults(func=_cmd_run)
+
+    validate = subparsers.add_parser(
+        "validate",
+        help="check an experiment file without running it",
+        description="Validate an experiment: schema, every sweep point as a full run spec, names, charts.",
+        epilog="examples:\n  pagesim validate experiments/memory_waste.yaml\n  pagesim validate swap_vs_recompute --quick\n",
+        formatter_class=fmt,
+    )
+    validate.add_argument("experiment", help="an experiment YAML file, or a shipped name")
+    validate.add_argument("--quick", action="store_true", help="validate the --quick variant too")
+    validate.set_defaults(func=_cmd_validate)
+
+    listing = subparsers.add_parser(
+        "list",
+        help="list shipped experiments, models, GPUs, workloads, allocators, schedulers",
+        description="List what an experiment file may name.",
+        epilog="examples:\n  pagesim list\n",
+        formatter_class=fmt,
+    )
+    listing.set_defaults(func=_cmd_list)

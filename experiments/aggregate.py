@@ -1,0 +1,77 @@
+"""From per-run summaries to ``results.csv``: one row per point, seeds aggregated.
+
+Columns: ``point``, ``label``, the swept paths (dotted, in swept order),
+``num_seeds``, then each metric of METRIC_COLUMNS except ``sim_wall_s``, then the
+simulator's ``extra`` values (sorted by name). With several seeds each value is the
+mean over seeds and is followed by ``<name>_ci95``, the half-width of a 95%
+Student-t confidence interval of that mean (t quantiles tabulated for up to 30
+degrees of freedom; 1.96, the normal quantile, beyond).
+
+Wall time is not deterministic, so ``sim_wall_s`` is kept out of ``results.csv``
+(which is then the same bytes for the same file and seeds, whatever the executor)
+and written per run to ``wall_times.csv`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pagesim.simulator.result import METRIC_COLUMNS
+
+WALL_COLUMN = "sim_wall_s"
+#: Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30.
+T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+NORMAL_975 = 1.96
+
+
+def ci95_half_width(values: list[float]) -> float:
+    """Half-width of the 95% t-interval of the mean of ``values`` (NaN for one value)."""
+    n = len(values)
+    if n < 2:
+        return math.nan
+    t = T_975[n - 2] if n - 1 <= len(T_975) else NORMAL_975
+    return float(t * np.std(values, ddof=1) / math.sqrt(n))
+
+
+def _cell(value: Any) -> Any:
+    """A swept value as a CSV cell: scalars as they are, sections as canonical JSON."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return value
+
+
+def metric_names(extras: list[dict[str, float]]) -> list[str]:
+    """Metric columns of results.csv: METRIC_COLUMNS (less wall time), then extra keys."""
+    extra_names = sorted({name for extra in extras for name in extra} - set(METRIC_COLUMNS))
+    return [m for m in METRIC_COLUMNS if m != WALL_COLUMN] + extra_names
+
+
+def results_table(
+    point_rows: list[dict[str, Any]],
+    point_to_seed_values: list[list[dict[str, float]]],
+) -> pd.DataFrame:
+    """The results table: ``point_rows[i]`` holds point i's leading columns
+    (point, label, swept values); ``point_to_seed_values[i]`` its per-seed metric
+    dicts (summary and extra merged)."""
+    names = metric_names([v for seeds in point_to_seed_values for v in seeds])
+    several = max(len(seeds) for seeds in point_to_seed_values) > 1
+    rows = []
+    for leading, seeds in zip(point_rows, point_to_seed_values, strict=True):
+        row = {key: _cell(value) for key, value in leading.items()}
+        row["num_seeds"] = len(seeds)
+        for name in names:
+            values = [float(s.get(name, math.nan)) for s in seeds]
+            row[name] = float(np.mean(values))
+            if several:
+                row[f"{name}_ci95"] = ci95_half_width(values)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,132 @@
+"""Line charts: a metric against a swept value, one line per series, a panel per facet.
+
+latency_vs_rate (the paper's Figure 12: normalized latency vs request rate),
+latency_vs_block_size (Figure 18b), swap_vs_recompute (Figure 19: latency per
+preemption mode across block sizes), sharing_savings (Figure 15: memory saved by
+sharing vs n or beam width), watermark (preemptions, latency and token-state
+utilisation vs the admission watermark). With several seeds the ``_ci95``
+column draws error bars.
+"""
+
+from __future__ import annotations
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from pagesim.experiments.chart_base import (
+    ChartContext,
+    ChartUnavailable,
+    axis_label,
+    groups,
+    new_figure,
+    title_of,
+)
+from pagesim.experiments.spec import ChartSpec
+
+
+def _draw_lines(ax: Axes, ctx: ChartContext, frame, x: str, y: str, series: str | None) -> None:
+    for key, part in groups(frame, series):
+        part = part.sort_values(x)
+        ci = part[f"{y}_ci95"] if f"{y}_ci95" in part.columns else None
+        label = None if key is None else str(key)
+        ax.errorbar(part[x], part[y], yerr=ci, marker="o", capsize=3, label=label)
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.grid(True, alpha=0.3)
+    if series is not None:
+        ax.legend(title=axis_label(series), fontsize="small")
+
+
+def line_chart(
+    ctx: ChartContext, chart: ChartSpec, *, x: str, y: str, series: str | None, what: str
+) -> Figure:
+    x = ctx.column(chart.x, x, "x")
+    y = ctx.column(chart.y, y, "y")
+    series_default = series if series in ctx.results.columns else None
+    series = (
+        ctx.column(chart.series, series_default, "series")
+        if (chart.series or series_default)
+        else None
+    )
+    facet = ctx.column(chart.facet, None, "facet") if chart.facet else None
+    panels = groups(ctx.results, facet)
+    fig = new_figure(len(panels))
+    for ax, (key, frame) in zip(fig.axes, panels, strict=True):
+        _draw_lines(ax, ctx, frame, x, y, series)
+        if key is not None:
+            ax.set_title(f"{facet} = {key}")
+        if chart.log_x:
+            ax.set_xscale("log", base=2)
+        if chart.log_y:
+            ax.set_yscale("log")
+    fig.suptitle(title_of(ctx, chart, what))
+    return fig
+
+
+def latency_vs_rate(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    return line_chart(
+        ctx,
+        chart,
+        x="arrivals.rate_req_s",
+        y="normalized_latency_s_per_tok",
+        series="label",
+        what="normalized latency vs request rate",
+    )
+
+
+def latency_vs_block_size(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    return line_chart(
+        ctx,
+        chart,
+        x="allocator.block_size",
+        y="normalized_latency_s_per_tok",
+        series="label",
+        what="normalized latency vs block size",
+    )
+
+
+def swap_vs_recompute(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    return line_chart(
+        ctx,
+        chart,
+        x="allocator.block_size",
+        y="normalized_latency_s_per_tok",
+        series="scheduler.preemption_mode",
+        what="recompute vs swap across block sizes",
+    )
+
+
+def sharing_savings(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Memory saved by sharing: the simulator's ``mem_sharing_saved_frac`` extra value
+    (1 − physical KV slots / slots the same sequences would hold without sharing)."""
+    if (chart.y or "mem_sharing_saved_frac") not in ctx.results.columns:
+        raise ChartUnavailable(
+            "the results have no 'mem_sharing_saved_frac' column: the simulator must report "
+            "it in RunResult.extra (1 - physical KV slots / slots without sharing)"
+        )
+    default_x = (
+        "workload.beam_width" if "workload.beam_width" in ctx.results.columns else "workload.n"
+    )
+    return line_chart(
+        ctx,
+        chart,
+        x=default_x,
+        y="mem_sharing_saved_frac",
+        series="label",
+        what="KV memory saved by sharing",
+    )
+
+
+def watermark(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Three panels against the watermark: preemptions, latency, token-state utilisation."""
+    x = ctx.column(chart.x, "allocator.watermark", "x")
+    metrics = ["num_preemptions", "normalized_latency_s_per_tok", "mem_token_frac"]
+    for metric in metrics:
+        ctx.column(metric, None, "y")
+    series = ctx.column(chart.series, None, "series") if chart.series else None
+    fig = new_figure(len(metrics), width_in=4.6)
+    for ax, metric in zip(fig.axes, metrics, strict=True):
+        _draw_lines(ax, ctx, ctx.results, x, metric, series)
+        ax.set_title(axis_label(metric).split(" (")[0])
+    fig.suptitle(title_of(ctx, chart, "the admission watermark"))
+    return fig

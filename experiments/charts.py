@@ -1,0 +1,52 @@
+"""Chart kinds (one function each, found in a plain dict) and drawing them all.
+
+A chart kind is ``(ChartContext, ChartSpec) -> Figure``; adding one is one function
+and one line in :data:`CHART_KINDS`. Drawing happens after the runs, from
+``results.csv`` and the per-run tables, never inside the simulator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from pagesim.experiments import chart_bars, chart_lines, chart_maps
+from pagesim.experiments.chart_base import ChartContext, ChartUnavailable
+from pagesim.experiments.spec import ExperimentSpec
+
+CHART_KINDS = {
+    "memory_breakdown": chart_bars.memory_breakdown,
+    "memory_over_time": chart_maps.memory_over_time,
+    "latency_vs_rate": chart_lines.latency_vs_rate,
+    "batch_size": chart_bars.batch_size,
+    "sharing_savings": chart_lines.sharing_savings,
+    "throughput": chart_bars.throughput,
+    "latency_vs_block_size": chart_lines.latency_vs_block_size,
+    "swap_vs_recompute": chart_lines.swap_vs_recompute,
+    "watermark": chart_lines.watermark,
+    "heatmap": chart_maps.heatmap,
+}
+
+
+def draw_charts(
+    spec: ExperimentSpec, results: pd.DataFrame, out_dir: Path
+) -> tuple[list[Path], list[str]]:
+    """Draw every chart of ``spec`` into ``out_dir``: (PNG paths, why-not messages)."""
+    ctx = ChartContext(spec, results, out_dir)
+    paths, problems = [], []
+    for index, chart in enumerate(spec.charts):
+        stem = chart.file or chart.kind
+        try:
+            fig = CHART_KINDS[chart.kind](ctx, chart)
+        except ChartUnavailable as exc:
+            problems.append(f"charts[{index}] ({chart.kind}): not drawn: {exc}")
+            continue
+        FigureCanvasAgg(fig)
+        path = out_dir / f"{stem}.png"
+        tmp = out_dir / f".tmp-{stem}.png"
+        fig.savefig(tmp, dpi=110, format="png", metadata={"Software": None})
+        tmp.replace(path)
+        paths.append(path)
+    return paths, problems

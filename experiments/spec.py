@@ -1,0 +1,141 @@
+"""ExperimentSpec: the schema of an experiment YAML file.
+
+An experiment is a base RunSpec, a sweep over fields of it (by dotted path), a list
+of seeds, a ``quick`` variant for a fast look, and the charts wanted::
+
+    name: memory_waste
+    description: KV memory breakdown per allocator (the paper's Figure 2)
+    paper_figure: fig2
+    base:                      # a RunSpec document (``pagesim validate`` checks it)
+      hardware: {model: opt-13b, kv_slots: 15728}
+      workload: {name: sharegpt, num_requests: 1000}
+      arrivals: {process: poisson, rate_req_s: 2.0}
+    sweep:
+      grid:                    # cartesian product of these axes
+        allocator.block_size: [16, 32]
+      zip:                     # each group varies its paths together (equal lengths)
+        - scheduler.kind: [orca, orca, orca, vllm]
+          allocator.kind: [max, pow2, oracle, paged]
+    seeds: [0, 1, 2]
+    quick:
+      set: {workload.num_requests: 100}
+    charts:
+      - {kind: memory_breakdown}
+
+The zipped values of a point, joined by ``+`` (``orca+max``), are its ``label``:
+charts use it for legends and ``paper_targets.yaml`` keys the paper's numbers by
+it. Strictness comes from :class:`~pagesim.specbase.StrictSpec`: unknown keys and
+wrong types are errors; every sweep point is validated as a full RunSpec by
+:mod:`pagesim.experiments.validate` before anything runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from pagesim.specbase import StrictSpec
+
+#: Point labels join the zipped values with this.
+LABEL_SEPARATOR = "+"
+
+
+class SweepSpec(StrictSpec):
+    """The points to run: the product of every ``grid`` axis and every ``zip`` group.
+
+    ``grid`` maps a dotted RunSpec path to its values; ``zip`` is a list of groups,
+    each mapping several paths to value lists of one common length that vary
+    together (one axis of the product). An empty sweep is one point: the base.
+    """
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    zip: list[dict[str, list[Any]]] = Field(default_factory=list)
+
+    @field_validator("grid")
+    @classmethod
+    def _non_empty_axes(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path, values in grid.items():
+            if not values:
+                raise ValueError(f"grid axis {path!r} has no values")
+        return grid
+
+    @field_validator("zip")
+    @classmethod
+    def _equal_lengths(cls, groups: list[dict[str, list[Any]]]) -> list[dict[str, list[Any]]]:
+        for index, group in enumerate(groups):
+            lengths = {path: len(values) for path, values in group.items()}
+            if not group or len(set(lengths.values())) != 1 or 0 in lengths.values():
+                raise ValueError(
+                    f"zip group {index} needs one or more paths with value lists of one "
+                    f"common, non-zero length; got lengths {lengths}"
+                )
+        return groups
+
+    @property
+    def swept_paths(self) -> list[str]:
+        """Every swept path, zipped groups first (in file order), then grid axes."""
+        return [path for group in self.zip for path in group] + list(self.grid)
+
+
+class QuickSpec(StrictSpec):
+    """What ``--quick`` changes: ``set`` overrides base fields by dotted path;
+    ``sweep`` and ``seeds``, when given, replace the experiment's own."""
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    sweep: SweepSpec | None = None
+    seeds: list[int] | None = Field(default=None, min_length=1)
+
+
+class ChartSpec(StrictSpec):
+    """One chart to draw from the results (``kind`` names a function in
+    :data:`pagesim.experiments.charts.CHART_KINDS`).
+
+    ``x``, ``series`` and ``facet`` are swept paths or results columns (``label``
+    included); ``y`` is a metric column (a heatmap's second axis); ``metric`` is a
+    heatmap's colour. Each kind has defaults for those it needs; ``file`` is the
+    PNG's stem (default: the kind).
+    """
+
+    kind: str
+    file: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]+$")
+    title: str | None = None
+    x: str | None = None
+    y: str | None = None
+    series: str | None = None
+    facet: str | None = None
+    metric: str | None = None
+    log_x: bool = False
+    log_y: bool = False
+
+
+class ExperimentSpec(StrictSpec):
+    """An experiment file: see the module docstring for an example."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    description: str = ""
+    paper_figure: str | None = None
+    base: dict[str, Any] = Field(default_factory=dict)
+    sweep: SweepSpec = SweepSpec()
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    quick: QuickSpec = QuickSpec()
+    charts: list[ChartSpec] = Field(default_factory=list)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        return seeds
+
+    def quick_variant(self) -> ExperimentSpec:
+        """This experiment with the ``quick`` overrides applied (used by ``--quick``)."""
+        from pagesim.experiments.paths import apply_overrides
+
+        return self.model_copy(
+            update={
+                "base": apply_overrides(self.base, self.quick.set),
+                "sweep": self.quick.sweep if self.quick.sweep is not None else self.sweep,
+                "seeds": self.quick.seeds if self.quick.seeds is not None else self.seeds,
+            }
+        )

@@ -1,0 +1,150 @@
+"""summary.md: the headline numbers, the paper's numbers beside them, the charts.
+
+Where the experiment names a ``paper_figure`` found in ``paper_targets.yaml`` (the
+paper's numbers, copied with their source), each paper value is shown beside the
+simulated one and the difference (simulated − paper, in the paper's unit). A
+target whose point or metric the run does not have is listed as missing, never
+left out.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import Field
+
+from pagesim.experiments.outputs import atomic_write_text
+from pagesim.experiments.spec import ExperimentSpec
+from pagesim.specbase import StrictSpec
+
+HEADLINE_COLUMNS = (
+    "throughput_req_s",
+    "normalized_latency_s_per_tok",
+    "avg_batch_size",
+    "mem_token_frac",
+    "num_preemptions",
+    "num_finished",
+    "num_rejected",
+)
+
+
+class RatioTarget(StrictSpec):
+    numerator: str
+    denominator: str
+    metric: str
+    value: float
+    where: dict[str, Any] = Field(default_factory=dict)
+
+
+class PaperTarget(StrictSpec):
+    source: str
+    scale: float = 1.0
+    points: dict[str, dict[str, float]] = Field(default_factory=dict)
+    ratios: list[RatioTarget] = Field(default_factory=list)
+
+
+def paper_targets() -> dict[str, PaperTarget]:
+    """The shipped paper numbers, by figure key."""
+    text = resources.files("pagesim.experiments").joinpath("paper_targets.yaml").read_text()
+    return {key: PaperTarget.model_validate(doc) for key, doc in yaml.safe_load(text).items()}
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def _simulated(
+    results: pd.DataFrame, label: str, metric: str, where: dict[str, Any] | None = None
+) -> float | None:
+    rows = results[results["label"].astype(str) == label]
+    for column, value in (where or {}).items():
+        if column not in rows.columns:
+            return None
+        rows = rows[rows[column] == value]
+    columns = metric.split("+")
+    if rows.empty or any(c not in results.columns for c in columns):
+        return None
+    return float(sum(rows.iloc[0][c] for c in columns))
+
+
+def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
+    rows, missing = [], []
+    for label, metric_to_value in target.points.items():
+        for metric, paper in metric_to_value.items():
+            sim = _simulated(results, label, metric)
+            if sim is None:
+                missing.append(f"{label} / {metric}")
+                continue
+            sim *= target.scale
+            rows.append([label, metric, paper, sim, sim - paper])
+    for ratio in target.ratios:
+        num = _simulated(results, ratio.numerator, ratio.metric, ratio.where)
+        den = _simulated(results, ratio.denominator, ratio.metric, ratio.where)
+        if num is None or den is None or den == 0:
+            missing.append(f"{ratio.numerator} / {ratio.denominator} ({ratio.metric})")
+            continue
+        where = ", ".join(f"{k}={v}" for k, v in ratio.where.items())
+        name = f"{ratio.metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
+        rows.append([ratio.numerator, name, ratio.value, num / den, num / den - ratio.value])
+    lines = [f"Source: {target.source}.", ""]
+    lines += _table(["point", "metric", "paper", "simulated", "simulated − paper"], rows)
+    if missing:
+        lines += ["", "Not in these results (so not compared): " + "; ".join(missing) + "."]
+    return lines
+
+
+def summary_text(
+    spec: ExperimentSpec, results: pd.DataFrame, chart_paths: list[Path], chart_problems: list[str]
+) -> str:
+    lines = [f"# {spec.name}", ""]
+    if spec.description:
+        lines += [spec.description.strip(), ""]
+    num_points = len(results)
+    lines += [
+        f"{num_points} point(s) × {len(spec.seeds)} seed(s) {spec.seeds}.",
+        "",
+        "## Results",
+        "",
+    ]
+    swept = list(spec.sweep.swept_paths)
+    headline = [c for c in HEADLINE_COLUMNS if c in results.columns]
+    header = ["point", "label", *swept, *headline]
+    lines += _table(header, results[header].values.tolist())
+    if spec.paper_figure is not None:
+        lines += ["", f"## Paper comparison ({spec.paper_figure})", ""]
+        targets = paper_targets()
+        if spec.paper_figure in targets:
+            lines += comparison_lines(targets[spec.paper_figure], results)
+        else:
+            lines += [
+                "The paper gives no numbers for this figure in paper_targets.yaml; compare the charts by eye."
+            ]
+    lines += ["", "## Charts", ""]
+    lines += [f"![{path.stem}]({path.name})" for path in chart_paths]
+    lines += [f"- {problem}" for problem in chart_problems]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(
+    spec: ExperimentSpec,
+    results: pd.DataFrame,
+    out_dir: Path,
+    chart_paths: list[Path],
+    chart_problems: list[str],
+) -> None:
+    atomic_write_text(
+        out_dir / "summary.md", summary_text(spec, results, chart_paths, chart_problems)
+    )

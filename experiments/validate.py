@@ -1,0 +1,196 @@
+"""Loading and validating an experiment file, all of it, before anything runs.
+
+Every problem is a :class:`~pagesim.errors.ConfigError` whose message names the
+FILE, the PATH in the document (``base.allocator.kind``, ``sweep.grid.allocator.
+block_size[2]``, ``charts[0].kind``) and what is allowed there (the allowed keys
+for an unknown key, the allowed names for an unknown model / GPU / workload /
+allocator / scheduler). Checks, in order: YAML syntax; the experiment schema; each
+swept and overridden path names a RunSpec field; the base is a valid RunSpec; each
+sweep value is valid on its own; each point is a valid RunSpec whose names are
+registered; each chart kind exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from pagesim.errors import ConfigError
+from pagesim.experiments.paths import apply_overrides
+from pagesim.experiments.points import Point, expand_points
+from pagesim.experiments.registries import unknown_names
+from pagesim.experiments.schema_paths import allowed_keys, check_dotted_path
+from pagesim.experiments.spec import ExperimentSpec
+from pagesim.simulator.spec import RunSpec
+
+
+def _loc_path(prefix: str, loc: tuple) -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "<root>"
+
+
+def format_errors(exc: ValidationError, model: type[BaseModel], source: str, prefix: str) -> str:
+    """``source: path: message`` per problem; an unknown key lists the allowed keys."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            keys = allowed_keys(model, [str(p) for p in loc[:-1] if not isinstance(p, int)])
+            msg = f"unknown key; allowed keys: {', '.join(keys)}"
+        lines.append(f"{source}: {_loc_path(prefix, loc)}: {msg}")
+    return "; ".join(lines)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The YAML document in ``path`` (a mapping), or a ConfigError naming the file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read experiment file ({exc.strerror})") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"{path}: an experiment file must be a mapping of keys, got {type(doc).__name__}"
+        )
+    return doc
+
+
+def _validate_run(doc: dict[str, Any], source: str, prefix: str) -> RunSpec:
+    try:
+        return RunSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc, RunSpec, source, prefix)) from None
+
+
+def _check_paths(spec: ExperimentSpec, source: str) -> None:
+    sweeps = [("sweep", spec.sweep)] + (
+        [("quick.sweep", spec.quick.sweep)] if spec.quick.sweep else []
+    )
+    located = [(f"quick.set.{p}", p) for p in spec.quick.set]
+    for where, sweep in sweeps:
+        located += [(f"{where}.grid.{p}", p) for p in sweep.grid]
+        located += [
+            (f"{where}.zip[{i}].{p}", p) for i, group in enumerate(sweep.zip) for p in group
+        ]
+    for where, dotted_path in located:
+        if dotted_path == "seed":
+            raise ConfigError(f"{source}: {where}: the seed is set by the top-level 'seeds' list")
+        problem = check_dotted_path(RunSpec, dotted_path)
+        if problem is not None:
+            raise ConfigError(f"{source}: {where}: {problem}")
+
+
+def _check_sweep_values(spec: ExperimentSpec, source: str) -> None:
+    """Each grid value alone, each zip row together: report errors located at the swept path."""
+    settings: list[tuple[str, dict[str, Any]]] = []
+    for path, values in spec.sweep.grid.items():
+        settings += [(f"sweep.grid.{path}[{i}]", {path: v}) for i, v in enumerate(values)]
+    for g, group in enumerate(spec.sweep.zip):
+        length = len(next(iter(group.values())))
+        for i in range(length):
+            row = {path: values[i] for path, values in group.items()}
+            settings += [(f"sweep.zip[{g}].{{path}}[{i}]", row)]
+    for where, row in settings:
+        try:
+            RunSpec.model_validate(apply_overrides(spec.base, row))
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc_path = ".".join(str(p) for p in err["loc"])
+                for path in row:
+                    if loc_path == path or loc_path.startswith(path + "."):
+                        raise ConfigError(
+                            f"{source}: {where.format(path=path)}: {err['msg']}"
+                        ) from None
+
+
+def _sweep_location(spec: ExperimentSpec, dotted_path: str, value: Any) -> str | None:
+    if dotted_path in spec.sweep.grid:
+        return f"sweep.grid.{dotted_path}[{spec.sweep.grid[dotted_path].index(value)}]"
+    for g, group in enumerate(spec.sweep.zip):
+        if dotted_path in group:
+            return f"sweep.zip[{g}].{dotted_path}[{group[dotted_path].index(value)}]"
+    return None
+
+
+def validate_points(spec: ExperimentSpec, source: str) -> list[tuple[Point, RunSpec]]:
+    """Every point validated as a full RunSpec with registered names."""
+    _check_paths(spec, source)
+    _validate_run(spec.base, source, "base")
+    _check_sweep_values(spec, source)
+    validated = []
+    for point in expand_points(spec):
+        values = ", ".join(f"{p}={v}" for p, v in point.path_to_value.items())
+        run_spec = _validate_run(point.run_doc, f"{source}: point {point.point_id} ({values})", "")
+        for dotted_path, name, allowed in unknown_names(run_spec.model_dump(mode="json")):
+            where = _sweep_location(spec, dotted_path, name) or f"base.{dotted_path}"
+            raise ConfigError(
+                f"{source}: {where}: unknown name {name!r}; allowed: {', '.join(allowed)}"
+            )
+        validated.append((point, run_spec))
+    return validated
+
+
+def _check_charts(spec: ExperimentSpec, source: str) -> None:
+    from pagesim.experiments.charts import CHART_KINDS
+
+    stem_to_index: dict[str, int] = {}
+    for i, chart in enumerate(spec.charts):
+        stem = chart.file or chart.kind
+        if stem in stem_to_index:
+            raise ConfigError(
+                f"{source}: charts[{i}].file: {stem!r} is also the file of "
+                f"charts[{stem_to_index[stem]}]; give each chart a distinct 'file'"
+            )
+        stem_to_index[stem] = i
+        if chart.kind not in CHART_KINDS:
+            raise ConfigError(
+                f"{source}: charts[{i}].kind: unknown chart kind {chart.kind!r}; "
+                f"allowed: {', '.join(sorted(CHART_KINDS))}"
+            )
+
+
+def parse_experiment(doc: dict[str, Any], source: str) -> ExperimentSpec:
+    """Validate a parsed document as an ExperimentSpec (schema only)."""
+    try:
+        return ExperimentSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(exc, ExperimentSpec, source, "")) from None
+
+
+def load_experiment(
+    source: str | Path, *, quick: bool = False, overrides: dict[str, Any] | None = None
+) -> ExperimentSpec:
+    """Read, check and return an experiment: a file path or a shipped experiment's name.
+
+    ``quick`` applies the file's ``quick`` section; ``overrides`` (``--set``) map
+    dotted base paths to values and are applied last. The returned spec has passed
+    every check in the module docstring.
+    """
+    from pagesim.experiments.shipped import resolve_experiment
+
+    path = resolve_experiment(source)
+    spec = parse_experiment(read_yaml(path), str(path))
+    _check_paths(spec, str(path))
+    if quick:
+        spec = spec.quick_variant()
+    if overrides:
+        for dotted_path in overrides:
+            problem = check_dotted_path(RunSpec, dotted_path)
+            if problem is not None:
+                raise ConfigError(f"--set {dotted_path}: {problem}")
+        spec = spec.model_copy(update={"base": apply_overrides(spec.base, overrides)})
+    validate_points(spec, str(path))
+    _check_charts(spec, str(path))
+    return spec
