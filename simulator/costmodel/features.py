@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +83,35 @@ def decode_attention(
     """
     total_ctx = sum(context_lens)
     num_blocks = sum(-(-c // block_size) for c in context_lens)
-    n = len(context_lens)
+    return decode_attention_totals(
+        len(context_lens), total_ctx, num_blocks, num_heads, num_kv_heads, head_dim, dtype_bytes
+    )
+
+
+def decode_attention_totals(
+    num_seqs: Any,
+    total_ctx: Any,
+    num_blocks: Any,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_bytes: int = 2,
+) -> Features:
+    """:func:`decode_attention` from its sufficient statistics.
+
+    The features depend on the context lengths only through their count, their sum
+    and the sum of their block counts (sum of ceil(ctx / block_size)), so a caller
+    that keeps those running totals need not pass the lengths. Plain arithmetic: the
+    three totals may be numpy arrays (one entry per step), and so is every field then.
+    """
     kv_bytes = 2.0 * total_ctx * num_kv_heads * head_dim * dtype_bytes
-    qo_bytes = 2.0 * n * num_heads * head_dim * dtype_bytes
+    qo_bytes = 2.0 * num_seqs * num_heads * head_dim * dtype_bytes
     return Features(
         bytes_=kv_bytes + qo_bytes,
         flops=4.0 * total_ctx * num_heads * head_dim,
-        blocks=float(num_blocks * num_kv_heads),
-        seqs=float(n * num_heads),
-        tokens=float(total_ctx),
+        blocks=1.0 * num_blocks * num_kv_heads,
+        seqs=1.0 * num_seqs * num_heads,
+        tokens=1.0 * total_ctx,
     )
 
 
@@ -108,3 +129,8 @@ def block_copy(num_blocks: int, block_bytes: int) -> Features:
 def swap(num_blocks: int, block_bytes: int) -> Features:
     """Move blocks across PCIe (one direction), ``block_bytes`` = one block, one layer."""
     return Features(bytes_=float(num_blocks * block_bytes), blocks=float(num_blocks))
+
+
+def step_overhead(num_seqs: int, num_tokens: int) -> Features:
+    """The per-step fixed cost's features: sequences and tokens scheduled (no bytes, no FLOPs)."""
+    return Features(seqs=float(num_seqs), tokens=float(num_tokens))

@@ -34,6 +34,7 @@ multiplies by the number of layers.
 
 from __future__ import annotations
 
+import datetime
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,10 +57,17 @@ TERM_NAMES = (
     "kv_write",  # reshape_and_cache: scatter the step's new K/V into their slots
     "block_copy",  # copy-on-write block copies (all layers' K and V of one block)
     "swap",  # GPU<->CPU block transfers over PCIe
-    "step_overhead",  # per-step fixed cost (scheduling, launch, sampling): const_s only
+    "step_overhead",  # per-step cost (scheduling, launch, sampling): const_s, s_per_seq, s_per_token
 )
 
-COEFFICIENT_NAMES = ("const_s", "s_per_byte", "s_per_flop", "s_per_block", "s_per_seq", "s_per_token")
+COEFFICIENT_NAMES = (
+    "const_s",
+    "s_per_byte",
+    "s_per_flop",
+    "s_per_block",
+    "s_per_seq",
+    "s_per_token",
+)
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,16 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
     if not isinstance(doc, dict):
         raise fail("a profile must be a mapping")
     allowed = {
-        "schema_version", "kind", "gpu_name", "gpu_spec", "date", "command",
-        "software", "dtype", "notes", "terms",
+        "schema_version",
+        "kind",
+        "gpu_name",
+        "gpu_spec",
+        "date",
+        "command",
+        "software",
+        "dtype",
+        "notes",
+        "terms",
     }
     unknown = sorted(set(doc) - allowed)
     if unknown:
@@ -167,10 +183,18 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
     for key in ("kind", "gpu_name", "gpu_spec", "terms"):
         if key not in doc:
             raise fail(f"missing key {key!r}")
-    if doc.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-        raise fail(f"schema_version {doc.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})")
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        raise fail(
+            f"schema_version {doc.get('schema_version')!r} is not supported (expected {SCHEMA_VERSION})"
+        )
     if doc["kind"] not in PROFILE_KINDS:
         raise fail(f"kind: {doc['kind']!r} is not one of {list(PROFILE_KINDS)}")
+    for key in ("gpu_name", "gpu_spec", "command", "dtype", "notes"):
+        if key in doc and not isinstance(doc[key], str):
+            raise fail(f"{key}: must be a string, got {doc[key]!r}")
+    if "date" in doc and not isinstance(doc["date"], str | datetime.date):
+        raise fail(f"date: must be a date string like '2026-11-21', got {doc['date']!r}")
     if not isinstance(doc["terms"], dict):
         raise fail("terms must be a mapping")
     terms: dict[str, Term] = {}
@@ -186,19 +210,33 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         coefs: dict[str, float] = {}
         for cname, value in t["coefficients"].items():
             if cname not in COEFFICIENT_NAMES:
-                raise fail(f"{where}.coefficients.{cname}: unknown; allowed: {list(COEFFICIENT_NAMES)}")
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise fail(f"{where}.coefficients.{cname}: must be a finite number >= 0, got {value!r}")
+                raise fail(
+                    f"{where}.coefficients.{cname}: unknown; allowed: {list(COEFFICIENT_NAMES)}"
+                )
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise fail(
+                    f"{where}.coefficients.{cname}: must be a finite number >= 0, got {value!r}"
+                )
             coefs[cname] = float(value)
         for key in ("heldout_mape", "heldout_max_err"):
             v = t.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise fail(f"{where}.{key}: must be a number or null, got {v!r}")
+        num_points = t.get("num_points", 0)
+        if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 0:
+            raise fail(f"{where}.num_points: must be an integer >= 0, got {num_points!r}")
         terms[name] = Term(
             coefficients=coefs,
             heldout_mape=None if t.get("heldout_mape") is None else float(t["heldout_mape"]),
-            heldout_max_err=None if t.get("heldout_max_err") is None else float(t["heldout_max_err"]),
-            num_points=int(t.get("num_points", 0) or 0),
+            heldout_max_err=None
+            if t.get("heldout_max_err") is None
+            else float(t["heldout_max_err"]),
+            num_points=num_points,
         )
     software = doc.get("software") or {}
     if not isinstance(software, dict):

@@ -1,0 +1,95 @@
+"""Building the CostModel a run asks for: which profile, and whether it must be projected.
+
+``hardware.profile``:
+
+- None: the analytic (roofline) profile of ``hardware.gpu``;
+- a path to a YAML file (it ends in ``.yaml``/``.yml`` or contains a path separator):
+  that profile;
+- otherwise a shipped profile name: ``profiles/<name>/profile.yaml`` inside the
+  installed ``pagesim.calibrate`` package, read as a data file (its directory is found
+  with ``importlib.util.find_spec``; no calibrate code is imported or run).
+
+A profile whose ``gpu_spec`` is not ``hardware.gpu`` is projected onto it
+(:func:`project_profile`); a profile lacking some term gets that term from the
+analytic profile of the target GPU. Both are said in ``CostModel.description``, which
+run summaries print, so nothing about the timing source is hidden.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pagesim.errors import ConfigError
+from pagesim.simulator.costmodel.analytic import analytic_profile
+from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
+from pagesim.simulator.costmodel.profile import Profile, load_profile
+from pagesim.simulator.costmodel.projection import project_profile
+from pagesim.simulator.specs import GPUS, GPUSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from pagesim.simulator.spec import HardwareSpec
+
+PROFILE_FILE_NAME = "profile.yaml"
+
+
+def shipped_profiles_dir() -> Path | None:
+    """The ``profiles`` folder of the installed calibrate package (None if not installed)."""
+    spec = importlib.util.find_spec("pagesim.calibrate")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "profiles"
+
+
+def shipped_profile_names() -> list[str]:
+    folder = shipped_profiles_dir()
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if (p / PROFILE_FILE_NAME).is_file())
+
+
+def resolve_profile(name_or_path: str | None, gpu: GPUSpec) -> Profile:
+    """The profile ``hardware.profile`` names (see the module docstring)."""
+    if name_or_path is None:
+        return analytic_profile(gpu)
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path or "\\" in name_or_path:
+        return load_profile(name_or_path)
+    folder = shipped_profiles_dir()
+    path = folder / name_or_path / PROFILE_FILE_NAME if folder is not None else None
+    if path is None or not path.is_file():
+        raise ConfigError(
+            f"hardware.profile: no shipped profile {name_or_path!r}; shipped profiles: "
+            f"{shipped_profile_names()} (or give a path to a profile .yaml, or null for the "
+            f"analytic profile of hardware.gpu)"
+        )
+    return load_profile(path)
+
+
+def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> CostModel:
+    """The cost model of ``model`` on ``hardware.tensor_parallel`` x ``gpu`` under ``hardware.profile``."""
+    profile = resolve_profile(hardware.profile, gpu)
+    source = hardware.profile or "analytic"
+    parts = [f"{profile.kind} profile of {profile.gpu_name} ({source})"]
+    if profile.gpu_spec != gpu.name:
+        if profile.gpu_spec not in GPUS:
+            raise ConfigError(
+                f"{source}: gpu_spec {profile.gpu_spec!r} is not a known GPU, so the profile "
+                f"cannot be projected onto {gpu.name!r}; known GPUs: {sorted(GPUS)}"
+            )
+        profile = project_profile(profile, gpu, GPUS[profile.gpu_spec])
+        parts.append(f"projected to {gpu.name} by bandwidth and FLOP ratios")
+    missing = [name for name in NEEDED_TERMS if name not in profile.terms]
+    if missing:
+        fallback = analytic_profile(gpu).terms
+        profile = profile.with_terms(terms={**profile.terms, **{n: fallback[n] for n in missing}})
+        parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
+    if hardware.tensor_parallel > 1:
+        parts.append(f"TP {hardware.tensor_parallel} with analytic NVLink all-reduces")
+    return CostModel(
+        model,
+        gpu,
+        profile,
+        tensor_parallel=hardware.tensor_parallel,
+        description="; ".join(parts),
+    )

@@ -1,0 +1,272 @@
+"""CostModel: the duration of one engine step, from a BatchPlan and a profile.
+
+Rule (one step of a vLLM/Orca-style engine, eager PyTorch, one GPU or a TP group)::
+
+    step = num_layers x [ sum of the layer's GEMMs over the step's T tokens
+                          + prefill attention + decode attention (paged | contiguous)
+                          + kv_write(T) + 2 all-reduces (TP > 1) ]
+         + LM head GEMM over the sequences that emit a token this step
+         + num_layers x block_copy(copied blocks)
+         + num_layers x (swap(in) + swap(out))
+         + step_overhead(sequences, tokens)
+
+Layer GEMMs (the TP shard one GPU runs; h = hidden, f = ffn, d = head dim):
+OPT: QKV h -> 3h/TP, out h/TP -> h, fc1 h -> f/TP, fc2 f/TP -> h.
+LLaMA (vLLM's fused layers): QKV h -> (heads + 2 kv_heads) d / TP, o heads d / TP -> h,
+gate+up h -> 2f/TP, down f/TP -> h. LM head h -> vocab/TP (OPT's is tied to the
+embedding; OPT-350M's 512-dim projection is ignored). Element-wise kernels (norms,
+activations, residual adds, embedding lookup) are not modelled separately: they sit
+in the GEMM launch constant and the step overhead.
+
+Every term's features come from :mod:`.features` and its time from the profile's
+term (:meth:`Term.time_s`); a term whose work is zero (no prefill, no copies) is not
+launched and costs nothing. An empty plan costs 0 s.
+
+Tensor parallelism: heads and GEMM widths are sharded, and each layer adds two ring
+all-reduces of the T x h activations over NVLink, analytic (no profile term):
+``2 (TP - 1) / TP x bytes / nvlink_bw + ALLREDUCE_LATENCY_S`` (NCCL's ring bus
+bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node).
+
+Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The layer GEMM
+total depends only on T and is memoised per T on the instance; decode attention
+needs only the number of sequences, sum(context) and sum(ceil(context / block)).
+:meth:`CostModel.decode_step_times_s` evaluates a run of pure-decode steps at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pagesim.simulator.costmodel import features as F
+from pagesim.simulator.costmodel.profile import Profile, Term
+from pagesim.simulator.plan import BatchPlan
+from pagesim.simulator.specs import GPUSpec, ModelSpec
+
+ALLREDUCE_LATENCY_S = 10e-6
+
+
+@dataclass(frozen=True, slots=True)
+class _Coefs:
+    """A Term's coefficients as attributes (no dict look-ups per call); same formula as Term.time_s."""
+
+    const_s: float
+    s_per_byte: float
+    s_per_flop: float
+    s_per_block: float
+    s_per_seq: float
+    s_per_token: float
+
+    @classmethod
+    def of(cls, term: Term) -> _Coefs:
+        return cls(
+            *(
+                term.coef(n)
+                for n in (
+                    "const_s",
+                    "s_per_byte",
+                    "s_per_flop",
+                    "s_per_block",
+                    "s_per_seq",
+                    "s_per_token",
+                )
+            )
+        )
+
+    def time_s(self, f: F.Features) -> float:
+        return (
+            self.const_s
+            + max(self.s_per_byte * f.bytes_, self.s_per_flop * f.flops)
+            + self.s_per_block * f.blocks
+            + self.s_per_seq * f.seqs
+            + self.s_per_token * f.tokens
+        )
+
+    def time_s_array(self, f: F.Features) -> np.ndarray:
+        """:meth:`time_s` where the feature fields are numpy arrays (one entry per step)."""
+        return (
+            self.const_s
+            + np.maximum(self.s_per_byte * f.bytes_, self.s_per_flop * f.flops)
+            + self.s_per_block * f.blocks
+            + self.s_per_seq * f.seqs
+            + self.s_per_token * f.tokens
+        )
+
+
+class CostModel:
+    """Step durations for one model on one GPU type (TP-sharded) under one profile."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        gpu: GPUSpec,
+        profile: Profile,
+        *,
+        tensor_parallel: int = 1,
+        description: str = "",
+    ) -> None:
+        tp = tensor_parallel
+        self.model, self.gpu, self.profile, self.tensor_parallel = model, gpu, profile, tp
+        self.description = description or f"{profile.kind} profile of {profile.gpu_name}"
+        self._num_heads = model.num_heads // tp
+        self._num_kv_heads = model.num_kv_heads_per_gpu(tp)  # raises ConfigError if TP does not fit
+        self._c = {name: _Coefs.of(profile.term(name)) for name in NEEDED_TERMS}
+        h, f, d = model.hidden_size, model.ffn_size, model.head_dim
+        if model.arch == "opt":
+            shapes = [(h, 3 * h // tp), (h // tp, h), (h, f // tp), (f // tp, h)]
+        else:
+            qkv = (self._num_heads + 2 * self._num_kv_heads) * d
+            shapes = [(h, qkv), (self._num_heads * d, h), (h, 2 * f // tp), (f // tp, h)]
+        self._layer_gemm_shapes = tuple(shapes)
+        self._lm_head_shape = (h, -(-model.vocab_size // tp))
+        self._allreduce_bytes_per_token = h * model.dtype_bytes
+        self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
+        self._layer_linear_cache: dict[int, float] = {}
+
+    # ---- pieces ------------------------------------------------------------------------
+
+    def layer_linear_time_s(self, num_tokens: int) -> float:
+        """One layer's GEMMs, kv_write and all-reduces over ``num_tokens`` tokens (memoised)."""
+        cached = self._layer_linear_cache.get(num_tokens)
+        if cached is not None:
+            return cached
+        dt = self.model.dtype_bytes
+        gemm = self._c["gemm"]
+        t = sum(gemm.time_s(F.gemm(num_tokens, k, n, dt)) for k, n in self._layer_gemm_shapes)
+        t += self._c["kv_write"].time_s(
+            F.kv_write(num_tokens, self._num_kv_heads, self.model.head_dim, dt)
+        )
+        t += 2 * self.allreduce_time_s(num_tokens)
+        self._layer_linear_cache[num_tokens] = t
+        return t
+
+    def allreduce_time_s(self, num_tokens: int) -> float:
+        """One ring all-reduce of ``num_tokens`` x hidden activations over NVLink (0 without TP)."""
+        tp = self.tensor_parallel
+        if tp == 1:
+            return 0.0
+        num_bytes = num_tokens * self._allreduce_bytes_per_token
+        return 2 * (tp - 1) / tp * num_bytes / self.gpu.nvlink_bw_bytes_s + ALLREDUCE_LATENCY_S
+
+    def lm_head_time_s(self, num_seqs: int) -> float:
+        k, n = self._lm_head_shape
+        return self._c["gemm"].time_s(F.gemm(num_seqs, k, n, self.model.dtype_bytes))
+
+    def block_bytes_per_layer(self, block_size: int) -> int:
+        """K and V of one block in one layer, on one GPU."""
+        return block_size * self._kv_bytes_per_slot_layer
+
+    def _decode_attention_features(self, num_seqs, total_ctx, num_blocks) -> F.Features:
+        m = self.model
+        return F.decode_attention_totals(
+            num_seqs,
+            total_ctx,
+            num_blocks,
+            self._num_heads,
+            self._num_kv_heads,
+            m.head_dim,
+            m.dtype_bytes,
+        )
+
+    def _transfer_time_s(self, plan: BatchPlan) -> float:
+        """Copy-on-write copies and swaps, all layers."""
+        t = 0.0
+        block_bytes = self.block_bytes_per_layer(plan.block_size)
+        if plan.num_copied_blocks:
+            f = F.block_copy(plan.num_copied_blocks, block_bytes)
+            t += self._c["block_copy"].time_s(f)
+        for num_blocks in (plan.num_swapped_in_blocks, plan.num_swapped_out_blocks):
+            if num_blocks:
+                t += self._c["swap"].time_s(F.swap(num_blocks, block_bytes))
+        return self.model.num_layers * t
+
+    # ---- the step ----------------------------------------------------------------------
+
+    def step_time_s(self, plan: BatchPlan) -> float:
+        """Seconds one engine step takes (see the module docstring for the sum)."""
+        if plan.is_empty:
+            return 0.0
+        m = self.model
+        num_prefill_seqs = len(plan.prefill_new_lens)
+        num_decode = len(plan.decode_context_lens)
+        num_tokens = sum(plan.prefill_new_lens) + num_decode
+        layer = self.layer_linear_time_s(num_tokens) if num_tokens else 0.0
+        if num_prefill_seqs:
+            f = F.prefill_attention(
+                plan.prefill_new_lens,
+                plan.prefill_context_lens,
+                self._num_heads,
+                self._num_kv_heads,
+                m.head_dim,
+                m.dtype_bytes,
+            )
+            layer += self._c["prefill_attention"].time_s(f)
+        if num_decode:
+            ctx = plan.decode_context_lens
+            if plan.is_paged:
+                bs = plan.block_size
+                num_blocks = sum(-(-c // bs) for c in ctx)
+                coefs = self._c["paged_decode_attention"]
+            else:
+                num_blocks = num_decode  # one contiguous region per sequence
+                coefs = self._c["contiguous_decode_attention"]
+            layer += coefs.time_s(self._decode_attention_features(num_decode, sum(ctx), num_blocks))
+        t = m.num_layers * layer
+        num_emitting = num_prefill_seqs + num_decode
+        if num_emitting:
+            t += self.lm_head_time_s(num_emitting)
+        t += self._transfer_time_s(plan)
+        t += self._c["step_overhead"].time_s(F.step_overhead(plan.num_seqs, num_tokens))
+        return t
+
+    def decode_step_times_s(
+        self, context_lens: np.ndarray, num_steps: int, *, block_size: int, is_paged: bool = True
+    ) -> np.ndarray:
+        """Times of ``num_steps`` consecutive pure-decode steps of a fixed batch.
+
+        Step k (0-based) is ``step_time_s(BatchPlan(decode_context_lens=context_lens + k,
+        block_size=block_size, is_paged=is_paged))``: every sequence grows by one token a
+        step, none joins or leaves, nothing is copied or swapped. Block counts are
+        tracked from the residues ``ctx mod block_size``: a sequence opens a new block
+        at the step where its context becomes ``1 mod block_size``. O(n + num_steps).
+        """
+        ctx = np.asarray(context_lens, dtype=np.int64)
+        n = int(ctx.size)
+        if num_steps <= 0:
+            return np.zeros(0)
+        if n == 0:
+            return np.zeros(num_steps)
+        steps = np.arange(num_steps, dtype=np.int64)
+        total_ctx = int(ctx.sum()) + n * steps
+        if is_paged:
+            bs = block_size
+            residue_counts = np.bincount(ctx % bs, minlength=bs)
+            # sequences whose context (c + k) is 1 mod bs open a block at step k >= 1
+            opened = residue_counts[(1 - steps) % bs]
+            opened[0] = 0
+            num_blocks = int((-(-ctx // bs)).sum()) + np.cumsum(opened)
+            coefs = self._c["paged_decode_attention"]
+        else:
+            num_blocks = np.full(num_steps, n)
+            coefs = self._c["contiguous_decode_attention"]
+        attn = coefs.time_s_array(self._decode_attention_features(n, total_ctx, num_blocks))
+        fixed = (
+            self.model.num_layers * self.layer_linear_time_s(n)
+            + self.lm_head_time_s(n)
+            + self._c["step_overhead"].time_s(F.step_overhead(n, n))
+        )
+        return fixed + self.model.num_layers * attn
+
+
+#: Terms every step may need; a profile must have them all (make_cost_model fills gaps).
+NEEDED_TERMS = (
+    "gemm",
+    "prefill_attention",
+    "paged_decode_attention",
+    "contiguous_decode_attention",
+    "kv_write",
+    "block_copy",
+    "swap",
+    "step_overhead",
+)

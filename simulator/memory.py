@@ -1,0 +1,146 @@
+"""KV pool sizing: how many token slots of K/V fit on the GPU(s), and in the CPU swap space.
+
+Rule (vLLM v0.1, the paper's system, ``Worker.profile_num_available_blocks``): run one
+dummy forward pass of ``max_num_batched_tokens`` tokens over ``max_num_seqs``
+sequences, take ``torch.cuda.max_memory_allocated()`` as the peak (weights plus
+activations, not the CUDA context), and give the cache::
+
+    per GPU:  kv_budget = gpu_memory_utilization x GPU memory - weights / TP - activation peak
+    total:    kv_budget_bytes = TP x per-GPU budget
+
+The activation peak is estimated, not measured (:func:`activation_reserve_bytes`).
+For OPT-13B on one A100-40GB at 0.9 this gives 12.53 GB = 11.67 GiB = 15,296 slots
+(the paper's Table 1: 12 GB, 15.7K slots); OPT-66B on 4 x A100-40GB 21.8 GB (paper 21 GB);
+OPT-175B on 8 x A100-80GB 266.5 GB (paper 264 GB). Given ``hardware.kv_budget_gib`` (GiB = 2**30) or
+``hardware.kv_slots`` the budget is taken as is (the paper's budgets: 12 GiB on
+OPT-13B gives 15,728 slots).
+
+Tensor parallelism splits the KV heads over the TP ranks (``kv_heads / TP`` per GPU,
+replicated when TP > kv_heads), so a token's K/V over the whole model is
+``TP x kv_heads_per_gpu x ...`` and ``capacity_slots = kv_budget_bytes //
+kv_bytes_per_token`` overall (equal to the model's ``kv_bytes_per_token`` unless KV
+heads are replicated). ``cpu_capacity_slots = swap_space_gib x 2**30 //
+kv_bytes_per_token``: vLLM's ``swap_space`` is per GPU in its engine arguments; the
+simulator treats it as one pool for the whole model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pagesim.errors import ConfigError
+from pagesim.simulator.specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
+
+if TYPE_CHECKING:
+    from pagesim.simulator.spec import HardwareSpec
+
+#: vLLM v0 defaults of the profiling pass (``SchedulerConfig``).
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2560
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+@dataclass(frozen=True)
+class KVPool:
+    """The KV cache's size: bytes and token slots on the GPUs, and slots in CPU swap space."""
+
+    kv_budget_bytes: int
+    kv_bytes_per_token: int
+    capacity_slots: int
+    cpu_capacity_slots: int
+    model: ModelSpec
+    gpu: GPUSpec
+
+    @property
+    def kv_budget_gib(self) -> float:
+        return self.kv_budget_bytes / GIB
+
+    def num_blocks(self, block_size: int) -> int:
+        """GPU blocks of ``block_size`` slots: floor(capacity_slots / block_size)."""
+        return self.capacity_slots // block_size
+
+    def num_cpu_blocks(self, block_size: int) -> int:
+        return self.cpu_capacity_slots // block_size
+
+
+def kv_bytes_per_token_overall(model: ModelSpec, tensor_parallel: int) -> int:
+    """K and V of one token summed over all TP ranks (replicated KV heads counted per copy)."""
+    per_gpu = model.num_kv_heads_per_gpu(tensor_parallel)
+    return 2 * model.num_layers * tensor_parallel * per_gpu * model.head_dim * model.dtype_bytes
+
+
+def activation_reserve_bytes(
+    model: ModelSpec,
+    tensor_parallel: int = 1,
+    *,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> int:
+    """Estimated peak activation memory of vLLM's profiling pass, per GPU.
+
+    Within one layer the live tensors of a T-token forward are at most the residual
+    stream and its normalised copy (2 h), the QKV output (3 h / TP) and the attention
+    output (h / TP), or the MLP's input and intermediate (h + ffn / TP, doubled for
+    LLaMA's gate and up): we take T x (2 h + max(4 h, 2 ffn) / TP) x dtype bytes.
+    The sampler then holds fp32 logits of every sequence and two same-sized copies
+    (probabilities, log-probabilities): 3 x seqs x vocab x 4 bytes. OPT-13B, TP 1:
+    2560 x (10,240 + 40,960) x 2 + 3 x 256 x 50,272 x 4 = 416 MB.
+    """
+    h, f, tp = model.hidden_size, model.ffn_size, tensor_parallel
+    num_ffn = 2 if model.arch == "llama" else 1
+    per_token = 2 * h + max(4 * h, (num_ffn + 1) * f) // tp
+    hidden = max_num_batched_tokens * per_token * model.dtype_bytes
+    logits = 3 * min(max_num_seqs, max_num_batched_tokens) * model.vocab_size * 4
+    return hidden + logits
+
+
+def kv_pool(
+    hardware: HardwareSpec,
+    *,
+    swap_space_gib: float,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> KVPool:
+    """Size the KV pool for ``hardware`` (see the module docstring for the rule).
+
+    Raises ConfigError when the weights and activations leave no room (with the
+    arithmetic), or when TP does not divide the model's heads.
+    """
+    model, gpu, tp = get_model(hardware.model), get_gpu(hardware.gpu), hardware.tensor_parallel
+    if swap_space_gib < 0:
+        raise ConfigError(f"allocator.swap_space_gib must be >= 0, got {swap_space_gib}")
+    kv_per_token = kv_bytes_per_token_overall(model, tp)
+    if hardware.kv_slots is not None:
+        budget = hardware.kv_slots * kv_per_token
+    elif hardware.kv_budget_gib is not None:
+        budget = int(hardware.kv_budget_gib * GIB)
+    else:
+        usable = hardware.gpu_memory_utilization * gpu.memory_bytes
+        weights = model.weight_bytes / tp
+        act = activation_reserve_bytes(
+            model, tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs
+        )
+        per_gpu = usable - weights - act
+        if per_gpu <= 0:
+            raise ConfigError(
+                f"hardware: {model.name} does not fit on {tp} x {gpu.name}: per GPU "
+                f"{hardware.gpu_memory_utilization} x {gpu.memory_bytes / GIB:.2f} GiB "
+                f"- weights {weights / GIB:.2f} GiB - activations {act / GIB:.2f} GiB "
+                f"= {per_gpu / GIB:.2f} GiB of KV cache; raise hardware.tensor_parallel, "
+                f"use a bigger GPU, or give hardware.kv_budget_gib"
+            )
+        budget = int(tp * per_gpu)
+    slots = budget // kv_per_token
+    if slots < 1:
+        raise ConfigError(
+            f"hardware: a KV budget of {budget} bytes holds no token of {model.name} "
+            f"({kv_per_token} bytes per token)"
+        )
+    return KVPool(
+        kv_budget_bytes=budget,
+        kv_bytes_per_token=kv_per_token,
+        capacity_slots=slots,
+        cpu_capacity_slots=int(swap_space_gib * GIB) // kv_per_token,
+        model=model,
+        gpu=gpu,
+    )

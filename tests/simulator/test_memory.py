@@ -1,0 +1,94 @@
+"""KV pool sizing: the paper's Table 1, the derived budget, swap space, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagesim.errors import ConfigError
+from pagesim.simulator.memory import activation_reserve_bytes, kv_pool
+from pagesim.simulator.spec import HardwareSpec
+from pagesim.simulator.specs import GIB, get_model
+
+
+def test_12_gib_on_opt_13b_is_15728_slots():
+    pool = kv_pool(HardwareSpec(model="opt-13b", kv_budget_gib=12), swap_space_gib=4)
+    assert pool.capacity_slots == 15_728
+    assert pool.kv_bytes_per_token == 819_200
+    assert pool.num_blocks(16) == 983
+
+
+@pytest.mark.parametrize(
+    "model, gpu, tp, budget_gib, paper_slots",
+    [
+        ("opt-13b", "a100-40gb", 1, 12, 15_700),
+        ("opt-66b", "a100-40gb", 4, 21, 9_700),
+        ("opt-175b", "a100-80gb", 8, 264, 60_100),
+    ],
+)
+def test_paper_table_1_slots_from_its_budgets(model, gpu, tp, budget_gib, paper_slots):
+    hw = HardwareSpec(model=model, gpu=gpu, tensor_parallel=tp, kv_budget_gib=budget_gib)
+    assert kv_pool(hw, swap_space_gib=0).capacity_slots == pytest.approx(paper_slots, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "model, gpu, tp, paper_gb",
+    [
+        ("opt-13b", "a100-40gb", 1, 12),
+        ("opt-66b", "a100-40gb", 4, 21),
+        ("opt-175b", "a100-80gb", 8, 264),
+    ],
+)
+def test_derived_budget_is_near_the_paper(model, gpu, tp, paper_gb):
+    """Derived from 0.9 x memory - weights - activations: within 10% of Table 1's budget."""
+    pool = kv_pool(HardwareSpec(model=model, gpu=gpu, tensor_parallel=tp), swap_space_gib=4)
+    assert pool.kv_budget_bytes / 1e9 == pytest.approx(paper_gb, rel=0.10)
+
+
+def test_derived_budget_of_opt_13b_is_the_documented_number():
+    pool = kv_pool(HardwareSpec(), swap_space_gib=4)
+    assert pool.capacity_slots == 15_296  # docs/cost_model.md and the memory module state it
+    expected = 0.9 * 40 * GIB - get_model("opt-13b").weight_bytes
+    expected -= activation_reserve_bytes(get_model("opt-13b"))
+    assert pool.kv_budget_bytes == int(expected)
+
+
+def test_more_utilisation_gives_more_slots():
+    lo = kv_pool(HardwareSpec(gpu_memory_utilization=0.8), swap_space_gib=0)
+    hi = kv_pool(HardwareSpec(gpu_memory_utilization=0.95), swap_space_gib=0)
+    assert hi.capacity_slots > lo.capacity_slots
+
+
+def test_kv_slots_given_directly():
+    pool = kv_pool(HardwareSpec(kv_slots=1000), swap_space_gib=1)
+    assert pool.capacity_slots == 1000
+    assert pool.kv_budget_bytes == 1000 * 819_200
+
+
+def test_cpu_swap_slots():
+    pool = kv_pool(HardwareSpec(kv_budget_gib=12), swap_space_gib=4)
+    assert pool.cpu_capacity_slots == 4 * GIB // 819_200 == 5242
+    assert pool.num_cpu_blocks(16) == 327
+
+
+def test_tp_splits_kv_heads_and_gqa_replication_counts_per_copy():
+    hw = HardwareSpec(model="llama-2-70b", gpu="h100-sxm", tensor_parallel=8, kv_budget_gib=10)
+    assert (
+        kv_pool(hw, swap_space_gib=0).kv_bytes_per_token
+        == get_model("llama-2-70b").kv_bytes_per_token
+    )
+    # 16 ranks, 8 KV heads: every head is stored twice
+    hw16 = HardwareSpec(model="llama-2-70b", gpu="h100-sxm", tensor_parallel=16, kv_budget_gib=10)
+    assert (
+        kv_pool(hw16, swap_space_gib=0).kv_bytes_per_token
+        == 2 * get_model("llama-2-70b").kv_bytes_per_token
+    )
+
+
+def test_weights_that_do_not_fit_are_a_config_error_with_the_arithmetic():
+    with pytest.raises(ConfigError, match=r"opt-66b does not fit on 1 x a100-40gb.*weights 122\.4"):
+        kv_pool(HardwareSpec(model="opt-66b"), swap_space_gib=4)
+
+
+def test_tp_that_does_not_divide_heads_is_rejected():
+    with pytest.raises(ConfigError, match="tensor_parallel=3"):
+        kv_pool(HardwareSpec(model="opt-13b", tensor_parallel=3), swap_space_gib=0)

@@ -1,0 +1,79 @@
+"""Model and GPU specs: published sizes and name look-ups."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagesim.errors import ConfigError
+from pagesim.simulator.specs import GPUS, MODELS, get_gpu, get_model
+
+
+def test_opt_13b_kv_is_800_kib_per_token():
+    assert get_model("opt-13b").kv_bytes_per_token == 819_200 == 800 * 1024
+
+
+def test_llama_2_70b_uses_gqa_with_8_kv_heads():
+    m = get_model("llama-2-70b")
+    assert (m.num_heads, m.num_kv_heads, m.head_dim) == (64, 8, 128)
+    assert m.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2  # 320 KiB: 8x less than MHA
+
+
+def test_llama_3_8b_config():
+    m = get_model("llama-3-8b")
+    assert (m.num_kv_heads, m.vocab_size, m.ffn_size) == (8, 128256, 14336)
+
+
+@pytest.mark.parametrize(
+    "name, published_params",
+    [
+        ("opt-125m", 125.2e6),
+        ("opt-13b", 12.85e9),
+        ("opt-66b", 65.7e9),
+        ("opt-175b", 174.6e9),
+        ("llama-7b", 6.74e9),
+        ("llama-2-13b", 13.02e9),
+        ("llama-2-70b", 68.98e9),
+        ("llama-3-8b", 8.03e9),
+    ],
+)
+def test_parameter_counts_match_the_published_sizes(name, published_params):
+    assert get_model(name).num_params == pytest.approx(published_params, rel=0.005)
+
+
+@pytest.mark.parametrize(
+    "name, paper_weight_gb", [("opt-13b", 26), ("opt-66b", 132), ("opt-175b", 346)]
+)
+def test_weights_match_the_paper_table_1(name, paper_weight_gb):
+    assert get_model(name).weight_bytes / 1e9 == pytest.approx(paper_weight_gb, rel=0.015)
+
+
+def test_every_model_has_consistent_heads():
+    for m in MODELS.values():
+        assert m.num_heads * m.head_dim == m.hidden_size, m.name
+        assert m.num_heads % m.num_kv_heads == 0, m.name
+        assert m.arch in ("opt", "llama")
+
+
+def test_kv_heads_per_gpu_split_replicate_or_reject():
+    m = get_model("llama-2-70b")
+    assert m.num_kv_heads_per_gpu(1) == 8
+    assert m.num_kv_heads_per_gpu(4) == 2
+    assert m.num_kv_heads_per_gpu(16) == 1  # replicated
+    with pytest.raises(ConfigError, match="tensor_parallel=3"):
+        m.num_kv_heads_per_gpu(3)
+
+
+def test_gpu_datasheet_numbers():
+    a100 = get_gpu("a100-40gb")
+    assert a100.memory_bytes == 40 * 2**30
+    assert a100.hbm_bw_bytes_s == 1555e9 and a100.fp16_flops == 312e12
+    assert get_gpu("h100-sxm").hbm_bw_bytes_s == 3.35e12
+    assert get_gpu("h200").hbm_bw_bytes_s == 4.8e12
+    assert set(GPUS) == {"a100-40gb", "a100-80gb", "h100-sxm", "h200"}
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown model 'opt-14b'.*opt-13b"):
+        get_model("opt-14b")
+    with pytest.raises(ConfigError, match=r"unknown GPU 'v100'.*a100-40gb"):
+        get_gpu("v100")
