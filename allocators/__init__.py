@@ -1,1 +1,45 @@
-"""pagesim.allocators layer."""
+"""pagesim.allocators layer: KV-cache allocators behind one interface (``base.KVAllocator``).
+
+- ``PagedAllocator`` (paged.py): vLLM v0 block manager — copy-on-write, prefix caching, swap;
+- ``ContiguousAllocator`` (contiguous.py): Orca's Max / Pow2 / Oracle reservations,
+  placed by ``BuddyHeap`` (buddy.py) or ``FirstFitHeap`` (first_fit.py);
+- ``make_allocator`` / ``ALLOCATORS`` (registry.py): build one from an ``AllocatorSpec``.
+"""
+
+from pagesim.allocators.base import (
+    Allocation,
+    AllocRequest,
+    AllocStatus,
+    KVAllocator,
+    MemoryUsage,
+    PrefixCacheCounters,
+    Transfers,
+)
+from pagesim.allocators.block_pool import BlockPool
+from pagesim.allocators.buddy import BuddyHeap
+from pagesim.allocators.contiguous import ContiguousAllocator
+from pagesim.allocators.first_fit import FirstFitHeap
+from pagesim.allocators.paged import PagedAllocator
+from pagesim.allocators.prefix_cache import LRUEvictor, prompt_block_keys
+from pagesim.allocators.registry import ALLOCATORS, make_allocator
+from pagesim.allocators.spec import AllocatorSpec
+
+__all__ = [
+    "ALLOCATORS",
+    "AllocRequest",
+    "AllocStatus",
+    "Allocation",
+    "AllocatorSpec",
+    "BlockPool",
+    "BuddyHeap",
+    "ContiguousAllocator",
+    "FirstFitHeap",
+    "KVAllocator",
+    "LRUEvictor",
+    "MemoryUsage",
+    "PagedAllocator",
+    "PrefixCacheCounters",
+    "Transfers",
+    "make_allocator",
+    "prompt_block_keys",
+]

@@ -157,8 +157,9 @@ class KVAllocator(ABC):
         """Slots per block (contiguous allocators: slots per granule)."""
 
     @abstractmethod
-    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
-        ...
+    def can_allocate(
+        self, req: AllocRequest, true_output_len: int | None = None
+    ) -> AllocStatus: ...
 
     @abstractmethod
     def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:

@@ -1,0 +1,162 @@
+"""BlockPool: fixed-size KV blocks with reference counts, a LIFO free list and a prefix cache.
+
+Modelling rules (vLLM v0 ``BlockAllocator`` / ``CachedBlockAllocator``):
+
+- ``num_blocks`` blocks, ids ``0..num_blocks-1``. Free blocks with no content key
+  sit on a LIFO stack (the block freed last is reused first; initially block 0 is
+  on top, then 1, 2, ...).
+- Every held block has a reference count = the number of block tables holding it.
+  A block returns to the pool when its count drops to zero.
+- With caching on, a block may carry a content key (see ``prefix_cache``). A keyed
+  block whose count drops to zero goes to the :class:`LRUEvictor` instead of the
+  stack: it still counts as free, and a later request with the same key revives it.
+  A fresh block comes from the stack first; only when the stack is empty is the
+  least recently released keyed block evicted (its key forgotten) and reused.
+
+Every operation is O(1) per block. The pool never decides *whether* to allocate:
+callers check ``num_free_blocks`` first, and ``take`` on an empty pool is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pagesim.allocators.prefix_cache import LRUEvictor
+from pagesim.errors import AllocatorError, InvariantError
+
+
+class BlockPool:
+    """Blocks with reference counts, a LIFO free stack, and (optionally) a prefix cache."""
+
+    def __init__(self, num_blocks: int, *, is_caching: bool = False, name: str = "gpu") -> None:
+        self.name = name
+        self.is_caching = is_caching
+        self._num_blocks = num_blocks
+        self._ref_counts = [0] * num_blocks
+        self._free_ids = list(range(num_blocks - 1, -1, -1))
+        self._key_by_block: list[int | None] = [None] * num_blocks
+        self._depth_by_block = [0] * num_blocks
+        self._key_to_block: dict[int, int] = {}
+        self._evictor = LRUEvictor()
+
+    @property
+    def num_blocks(self) -> int:
+        return self._num_blocks
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks nobody holds: never-keyed free blocks plus evictable cached ones."""
+        return len(self._free_ids) + len(self._evictor)
+
+    @property
+    def num_evictable_blocks(self) -> int:
+        return len(self._evictor)
+
+    def ref_count(self, block_id: int) -> int:
+        return self._ref_counts[block_id]
+
+    def key_of(self, block_id: int) -> tuple[int | None, int]:
+        """A block's content key (None if it has none) and its depth in hashed tokens."""
+        return self._key_by_block[block_id], self._depth_by_block[block_id]
+
+    def free_ids(self) -> list[int]:
+        """The LIFO stack of never-keyed free blocks, next to be taken first."""
+        return self._free_ids[::-1]
+
+    def evictable_ids(self) -> list[int]:
+        """Evictable cached blocks, next to be evicted first."""
+        return self._evictor.block_ids()
+
+    def take(self) -> int:
+        """A fresh block with reference count 1 (from the stack, else by eviction)."""
+        if self._free_ids:
+            block_id = self._free_ids.pop()
+        elif len(self._evictor):
+            block_id = self._evictor.evict()
+            del self._key_to_block[self._key_by_block[block_id]]
+            self._key_by_block[block_id] = None
+            self._depth_by_block[block_id] = 0
+        else:
+            raise AllocatorError(
+                f"{self.name} block pool is out of blocks ({self._num_blocks} total)"
+            )
+        self._ref_counts[block_id] = 1
+        return block_id
+
+    def lookup(self, key: int) -> int | None:
+        """The block holding content ``key`` (held or evictable), if any."""
+        return self._key_to_block.get(key)
+
+    def take_keyed(self, key: int, depth: int) -> tuple[int, bool]:
+        """A block for content ``key``: the cached one if any (a hit), else a fresh keyed block."""
+        block_id = self._key_to_block.get(key)
+        if block_id is not None:
+            self.incref(block_id)
+            return block_id, True
+        block_id = self.take()
+        if self.is_caching:
+            self._key_by_block[block_id] = key
+            self._depth_by_block[block_id] = depth
+            self._key_to_block[key] = block_id
+        return block_id, False
+
+    def incref(self, block_id: int) -> None:
+        if self._ref_counts[block_id] == 0:
+            if block_id not in self._evictor:
+                raise InvariantError(f"{self.name} block {block_id} is free and not cached")
+            self._evictor.remove(block_id)
+        self._ref_counts[block_id] += 1
+
+    def decref_all(self, block_ids: Iterable[int]) -> None:
+        """Drop one reference per listed block (in order); release those that reach zero.
+
+        Released blocks without a key go on the stack in the listed order; keyed ones
+        enter the evictor deepest first (vLLM's tie rule for one release).
+        """
+        keyed: list[int] = []
+        for block_id in block_ids:
+            count = self._ref_counts[block_id] - 1
+            if count < 0:
+                raise InvariantError(f"{self.name} block {block_id} freed twice")
+            self._ref_counts[block_id] = count
+            if count == 0:
+                if self._key_by_block[block_id] is None:
+                    self._free_ids.append(block_id)
+                else:
+                    keyed.append(block_id)
+        if keyed:
+            keyed.sort(key=self._depth_by_block.__getitem__, reverse=True)
+            for block_id in keyed:
+                self._evictor.add(block_id)
+
+    def check_invariants(self, expected_ref_counts: list[int]) -> None:
+        """Reference counts equal the tables' holdings; free, evictable and held partition the pool."""
+        if expected_ref_counts != self._ref_counts:
+            bad = next(
+                b
+                for b, (x, y) in enumerate(zip(expected_ref_counts, self._ref_counts, strict=True))
+                if x != y
+            )
+            raise InvariantError(
+                f"{self.name} block {bad}: ref count {self._ref_counts[bad]} but held by "
+                f"{expected_ref_counts[bad]} tables"
+            )
+        free = self._free_ids
+        evictable = self._evictor.block_ids()
+        if len(set(free)) != len(free) or set(free) & set(evictable):
+            raise InvariantError(f"{self.name} pool: a block is free twice")
+        zero = {b for b, c in enumerate(self._ref_counts) if c == 0}
+        if zero != set(free) | set(evictable):
+            raise InvariantError(
+                f"{self.name} pool: free blocks and zero reference counts disagree"
+            )
+        for b in free:
+            if self._key_by_block[b] is not None:
+                raise InvariantError(f"{self.name} block {b} is on the free stack with a key")
+        for key, b in self._key_to_block.items():
+            if self._key_by_block[b] != key:
+                raise InvariantError(f"{self.name} block {b}: key index out of date")
+        if sum(k is not None for k in self._key_by_block) != len(self._key_to_block):
+            raise InvariantError(f"{self.name} pool: keyed blocks missing from the key index")
+        if not self.is_caching and self._key_to_block:
+            raise InvariantError(f"{self.name} pool: keys present with caching off")

@@ -1,0 +1,65 @@
+"""Invariants of a PagedAllocator, checked from scratch (O(pool + tables)); tests call it after every op.
+
+- each GPU (CPU) block's reference count = the number of GPU (CPU) tables holding it;
+  free, evictable and held blocks partition each pool; nothing is free twice;
+- a table holds ``ceil(num_tokens / block_size)`` distinct blocks;
+- a group is wholly on the GPU or wholly swapped out; group membership matches;
+- a partly filled block is held only by sequences that hold the same tokens in it
+  (what makes ``usage`` exact without scanning blocks);
+- content keys carried by CPU blocks belong to held CPU blocks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pagesim.errors import InvariantError
+
+if TYPE_CHECKING:
+    from pagesim.allocators.paged import PagedAllocator
+
+
+def check_paged_invariants(alloc: PagedAllocator) -> None:
+    bs = alloc.block_size
+    gpu_refs = [0] * alloc.gpu.num_blocks
+    cpu_refs = [0] * alloc.cpu.num_blocks
+    fill_by_partial: dict[int, int] = {}
+    num_members = 0
+    for group_id, members in alloc._seq_ids_by_group.items():
+        if not members:
+            raise InvariantError(f"paged: group {group_id} is empty but still listed")
+        is_swapped = group_id in alloc._swapped_group_ids
+        for seq_id in members:
+            num_members += 1
+            if alloc._group_by_seq.get(seq_id) != group_id:
+                raise InvariantError(f"paged: seq {seq_id} is listed in group {group_id} wrongly")
+            on_gpu = seq_id in alloc._table_by_seq
+            on_cpu = seq_id in alloc._cpu_table_by_seq
+            if on_gpu == on_cpu or on_cpu != is_swapped:
+                raise InvariantError(
+                    f"paged: seq {seq_id} of group {group_id} is on the wrong device"
+                )
+            table = alloc._cpu_table_by_seq[seq_id] if on_cpu else alloc._table_by_seq[seq_id]
+            n = alloc._num_tokens_by_seq[seq_id]
+            if len(table) != -(-n // bs) or len(set(table)) != len(table):
+                raise InvariantError(f"paged: seq {seq_id} has table {table} for {n} tokens")
+            refs = cpu_refs if on_cpu else gpu_refs
+            for b in table:
+                refs[b] += 1
+            fill = n - (len(table) - 1) * bs
+            if on_gpu and fill < bs and fill_by_partial.setdefault(table[-1], fill) != fill:
+                raise InvariantError(f"paged: partly filled block {table[-1]} shared unevenly")
+    if num_members != len(alloc._group_by_seq) or num_members != len(alloc._num_tokens_by_seq):
+        raise InvariantError("paged: sequence bookkeeping out of date")
+    if len(alloc._table_by_seq) + len(alloc._cpu_table_by_seq) != num_members:
+        raise InvariantError("paged: a freed sequence still holds a table")
+    for b in fill_by_partial:
+        if alloc.gpu.key_of(b)[0] is not None:
+            raise InvariantError(f"paged: partly filled block {b} carries a content key")
+    alloc.gpu.check_invariants(gpu_refs)
+    alloc.cpu.check_invariants(cpu_refs)
+    for cpu_id in alloc._key_by_cpu_block:
+        if cpu_refs[cpu_id] == 0:
+            raise InvariantError(f"paged: free CPU block {cpu_id} still carries a content key")
+    if not alloc._swapped_group_ids <= set(alloc._seq_ids_by_group):
+        raise InvariantError("paged: a swapped group has no sequences")
