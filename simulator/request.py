@@ -1,0 +1,98 @@
+"""Request state inside a simulation: one :class:`SequenceGroup` per trace row.
+
+A group is one request. As in vLLM v0 it starts with a single sequence holding the
+prompt; after the prompt's prefill it forks into ``n`` parallel samples or keeps
+``beam_width`` beams. Every sequence of a group advances in lockstep (one token per
+step), so the group keeps one token counter, ``num_generated``, for all of them:
+
+    context of each sequence = prompt_len + num_generated
+    slots held (KV computed)  = prompt_len + num_generated - 1 after the first step
+                                (the newest token's KV is written by the next step)
+
+Modelling rules (documented here because every scheduler relies on them):
+
+- Parallel samples share the request's ``output_len``: each of the ``n`` samples
+  generates exactly ``output_len`` tokens (the trace has one length per request).
+- All beams end at ``output_len`` too (no early stopping without a model to score).
+- A group's final length (its *target*, used only by the hindsight memory
+  accounting) is ``prompt_len + output_len`` per sequence.
+- A group is finished when ``num_generated == output_len``; the prefill step
+  generates the first token.
+
+Lifecycle: ``waiting`` -> ``running`` <-> (``swapped`` | back to ``waiting`` on
+recompute) -> ``finished`` | ``rejected``; ``unfinished`` when the run hits its time
+limit. A rejected group always carries a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pagesim.allocators.base import AllocRequest
+
+WAITING = "waiting"
+RUNNING = "running"
+SWAPPED = "swapped"
+FINISHED = "finished"
+REJECTED = "rejected"
+UNFINISHED = "unfinished"
+
+
+@dataclass(slots=True, eq=False)
+class SequenceGroup:
+    """Mutable state of one request (identity by object; ``group_id`` = trace request_id)."""
+
+    group_id: int
+    arrival_s: float
+    prompt_len: int
+    output_len: int
+    n: int
+    beam_width: int
+    segments: tuple[tuple[int, int], ...]
+    seq_ids: list[int] = field(default_factory=list)
+    num_generated: int = 0
+    status: str = WAITING
+    reason: str = ""
+    first_token_s: float = float("nan")
+    finish_s: float = float("nan")
+    num_preemptions: int = 0
+    num_cached_tokens: int = 0
+
+    @property
+    def max_num_seqs(self) -> int:
+        """Sequences the group runs once forked (vLLM v0 ``get_max_num_running_seqs``)."""
+        return max(self.n, self.beam_width)
+
+    @property
+    def is_multi_seq(self) -> bool:
+        return self.max_num_seqs > 1
+
+    @property
+    def num_context_tokens(self) -> int:
+        """Tokens each sequence has (prompt + generated so far)."""
+        return self.prompt_len + self.num_generated
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        """Tokens a (re)admission must compute: the prompt plus what was generated
+        before a recompute preemption (vLLM v0 recompute: prompt := prompt + output)."""
+        return self.prompt_len + self.num_generated
+
+    @property
+    def target_len(self) -> int:
+        """Final length of every sequence of the group (hindsight accounting only)."""
+        return self.prompt_len + self.output_len
+
+    @property
+    def is_done(self) -> bool:
+        return self.num_generated >= self.output_len
+
+    def alloc_request(self, seq_id: int) -> AllocRequest:
+        return AllocRequest(
+            group_id=self.group_id,
+            seq_id=seq_id,
+            prompt_len=self.prompt_len,
+            num_tokens=self.num_prefill_tokens,
+            segments=self.segments,
+            max_num_seqs=self.max_num_seqs,
+        )

@@ -1,0 +1,195 @@
+"""``simulate(spec) -> RunResult``: one run, a pure function of its RunSpec and seed.
+
+Scenario: build the trace (``workloads.build_trace`` with the run's generator, unless
+one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocator,
+the cost model and the scheduler, replay the trace on the SimPy engine, and turn the
+observations into a RunResult. One ``numpy.random.default_rng(spec.seed)`` is made
+here and passed down: first to trace building, then to the scheduler (beam choices).
+
+Checked before the run (ConfigError): a Max allocator whose pool is smaller than
+``max_model_len`` (it could never admit a request).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import simpy
+
+from pagesim.errors import ConfigError
+from pagesim.simulator.engine import Engine
+from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.request import UNFINISHED, SequenceGroup
+from pagesim.simulator.result import RunResult
+from pagesim.simulator.schedulers import SCHEDULERS
+from pagesim.simulator.schedulers.base import Scheduler
+from pagesim.simulator.spec import RunSpec
+from pagesim.simulator.summary import num_unfinished, request_row, requests_frame, summarize
+from pagesim.workloads.trace import Trace
+
+
+def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = False) -> RunResult:
+    """Run ``spec`` (``trace`` replaces the spec's workload) and return its RunResult."""
+    from pagesim.allocators import make_allocator
+    from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.memory import kv_pool
+    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.workloads import build_trace
+
+    wall_start = time.perf_counter()
+    rng = np.random.default_rng(spec.seed)
+    if trace is None:
+        trace = build_trace(spec.workload, spec.arrivals, max_model_len=spec.max_model_len, rng=rng)
+    pool = kv_pool(
+        spec.hardware,
+        swap_space_gib=spec.allocator.swap_space_gib,
+        max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
+        max_num_seqs=spec.scheduler.max_num_seqs,
+    )
+    if spec.allocator.kind == "max" and pool.capacity_slots < spec.max_model_len:
+        raise ConfigError(
+            f"allocator.kind 'max' reserves max_model_len = {spec.max_model_len} slots per request, "
+            f"but the KV pool has only {pool.capacity_slots} slots: raise hardware.kv_slots / "
+            "kv_budget_gib, lower max_model_len, or use allocator pow2, oracle or paged"
+        )
+    allocator = make_allocator(
+        spec.allocator,
+        capacity_slots=pool.capacity_slots,
+        cpu_capacity_slots=pool.cpu_capacity_slots,
+        max_model_len=spec.max_model_len,
+    )
+    cost_model = make_cost_model(
+        spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
+    )
+    scheduler = SCHEDULERS[spec.scheduler.kind](
+        spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
+    )
+    result = run_engine(
+        trace,
+        scheduler,
+        cost_model.step_time_s,
+        sample_interval_s=spec.metrics.sample_interval_s,
+        every_step=spec.metrics.every_step,
+        max_sim_time_s=spec.max_sim_time_s,
+        check_invariants=spec.check_invariants,
+        progress=progress,
+        wall_start=wall_start,
+    )
+    result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    return result
+
+
+def run_engine(
+    trace: Trace,
+    scheduler: Scheduler,
+    step_time_s,
+    *,
+    sample_interval_s: float = 1.0,
+    every_step: bool = False,
+    max_sim_time_s: float | None = None,
+    check_invariants: bool = False,
+    progress: bool = False,
+    wall_start: float | None = None,
+) -> RunResult:
+    """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``.
+
+    The part of :func:`simulate` below the factories: tests drive it with small
+    allocators and constant step times.
+    """
+    wall_start = time.perf_counter() if wall_start is None else wall_start
+    allocator = scheduler.allocator
+    recorder = StepRecorder(
+        capacity_slots=allocator.capacity_slots,
+        block_size=allocator.block_size,
+        sample_interval_s=sample_interval_s,
+        every_step=every_step,
+    )
+    rows: list[tuple] = []
+    bar = _progress_bar(trace.num_requests) if progress else None
+
+    def on_done(group: SequenceGroup) -> None:
+        rows.append(request_row(group))
+        if bar is not None:
+            bar.update(1)
+
+    env = simpy.Environment()
+    engine = Engine(
+        env,
+        _groups(trace),
+        scheduler,
+        step_time_s,
+        recorder,
+        on_done,
+        check_invariants=check_invariants,
+    )
+    if max_sim_time_s is None:
+        env.run(until=engine.process)
+        end_s = engine.last_event_s
+    else:
+        env.run(until=max_sim_time_s)
+        if engine.process.is_alive:
+            end_s = max_sim_time_s
+            for group in scheduler.stop(f"not finished at max_sim_time_s = {max_sim_time_s}"):
+                on_done(group)
+            # requests that had not even arrived by the time limit are reported too
+            for group in _groups(trace, start=engine.num_arrived):
+                group.status = UNFINISHED
+                group.reason = f"arrives after max_sim_time_s = {max_sim_time_s}"
+                on_done(group)
+        else:
+            end_s = engine.last_event_s
+    if bar is not None:
+        bar.close()
+    requests = requests_frame(rows)
+    first_arrival = float(trace.table["arrival_s"].iloc[0]) if trace.num_requests else 0.0
+    makespan_s = end_s - first_arrival
+    summary = summarize(
+        requests,
+        recorder,
+        makespan_s=makespan_s,
+        num_preemptions=scheduler.num_preemptions,
+        prefix_hit_rate=allocator.prefix_cache.hit_rate,
+        sim_wall_s=time.perf_counter() - wall_start,
+    )
+    extra = {
+        "makespan_s": makespan_s,
+        "num_steps": float(recorder.num_steps),
+        "num_unfinished": float(num_unfinished(requests)),
+        "num_copied_blocks": float(recorder.num_copied_blocks),
+    }
+    return RunResult(
+        summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
+    )
+
+
+def _groups(trace: Trace, start: int = 0) -> Iterator[SequenceGroup]:
+    """The trace's requests from row ``start`` on, as fresh groups, one at a time."""
+    t = trace.table.iloc[start:]
+    cols = zip(
+        t["request_id"].tolist(),
+        t["arrival_s"].tolist(),
+        t["prompt_len"].tolist(),
+        t["output_len"].tolist(),
+        t["n"].tolist(),
+        t["beam_width"].tolist(),
+        t["segments"].tolist(),
+        strict=True,
+    )
+    for rid, arrival, prompt, output, n, beam, segments in cols:
+        yield SequenceGroup(
+            group_id=rid,
+            arrival_s=arrival,
+            prompt_len=prompt,
+            output_len=output,
+            n=n,
+            beam_width=beam,
+            segments=tuple(tuple(s) for s in segments),
+        )
+
+
+def _progress_bar(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="req", desc="simulate")

@@ -1,0 +1,112 @@
+"""Per-request rows and the run's summary row (METRIC_COLUMNS).
+
+Per request (REQUEST_COLUMNS): TTFT = first token − arrival; TPOT = (finish − first
+token) / (output_len − 1) (NaN for one-token outputs); e2e = finish − arrival;
+normalized latency = e2e / output_len (the paper's metric, §6.1). Rejected and
+unfinished requests have NaN times.
+
+Summary: latency statistics are over finished requests. Throughput is over the
+makespan (first arrival to the end of the last step): ``throughput_req_s`` counts
+finished requests, ``throughput_tok_s`` their returned tokens (``output_len`` × n for
+parallel sampling; ``output_len`` for beam search, which returns one beam).
+``num_preemptions`` counts preemption events (recompute and swap);
+``num_swapped_blocks`` blocks moved either way over PCIe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.request import FINISHED, REJECTED, UNFINISHED, SequenceGroup
+from pagesim.simulator.result import METRIC_COLUMNS, REQUEST_COLUMNS
+
+
+def request_row(group: SequenceGroup) -> tuple:
+    """The REQUEST_COLUMNS row of an ended group (the group object can then be dropped)."""
+    nan = float("nan")
+    if group.status == FINISHED:
+        ttft = group.first_token_s - group.arrival_s
+        e2e = group.finish_s - group.arrival_s
+        tpot = (
+            (group.finish_s - group.first_token_s) / (group.output_len - 1)
+            if group.output_len > 1
+            else nan
+        )
+        first, finish, norm = group.first_token_s, group.finish_s, e2e / group.output_len
+    else:
+        first = finish = ttft = tpot = e2e = norm = nan
+    return (
+        group.group_id,
+        group.arrival_s,
+        group.prompt_len,
+        group.output_len,
+        group.n,
+        group.beam_width,
+        group.status,
+        group.reason,
+        first,
+        finish,
+        ttft,
+        tpot,
+        e2e,
+        norm,
+        group.num_preemptions,
+        group.num_cached_tokens,
+    )
+
+
+def requests_frame(rows: list[tuple]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
+    return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+
+
+def summarize(
+    requests: pd.DataFrame,
+    recorder: StepRecorder,
+    *,
+    makespan_s: float,
+    num_preemptions: int,
+    prefix_hit_rate: float,
+    sim_wall_s: float,
+) -> dict[str, float]:
+    finished = requests[requests["status"] == FINISHED]
+    num_finished = len(finished)
+    out_tokens = (
+        np.where(finished["beam_width"].to_numpy() > 1, 1, finished["n"].to_numpy())
+        * finished["output_len"].to_numpy()
+    )
+
+    def pct(col: str, q: float) -> float:
+        v = finished[col].to_numpy(dtype=np.float64)
+        v = v[~np.isnan(v)]
+        return float(np.percentile(v, q)) if len(v) else float("nan")
+
+    summary: dict[str, float] = {
+        "throughput_req_s": num_finished / makespan_s if makespan_s > 0 else 0.0,
+        "throughput_tok_s": float(out_tokens.sum()) / makespan_s if makespan_s > 0 else 0.0,
+        "normalized_latency_s_per_tok": (
+            float(finished["normalized_latency_s_per_tok"].mean()) if num_finished else float("nan")
+        ),
+        "ttft_s_p50": pct("ttft_s", 50),
+        "ttft_s_p99": pct("ttft_s", 99),
+        "tpot_s_p50": pct("tpot_s", 50),
+        "tpot_s_p99": pct("tpot_s", 99),
+        "e2e_s_p50": pct("e2e_s", 50),
+        "e2e_s_p99": pct("e2e_s", 99),
+        "avg_batch_size": recorder.avg_batch_size,
+        **recorder.mem_fracs(),
+        "num_preemptions": float(num_preemptions),
+        "num_swapped_blocks": float(recorder.num_swapped_blocks),
+        "prefix_hit_rate": prefix_hit_rate,
+        "num_finished": float(num_finished),
+        "num_rejected": float((requests["status"] == REJECTED).sum()),
+        "sim_wall_s": sim_wall_s,
+    }
+    assert tuple(summary) == METRIC_COLUMNS, "summary keys drifted from METRIC_COLUMNS"
+    return summary
+
+
+def num_unfinished(requests: pd.DataFrame) -> int:
+    return int((requests["status"] == UNFINISHED).sum())
