@@ -1,0 +1,154 @@
+"""The calibration kernels as functions of CuPy arrays (compiled once per :class:`Kernels`).
+
+Each op takes and returns device arrays in the layouts of ``kernels/*.cu`` (see
+``reference.py``, their numpy twins). CuPy is imported lazily by the caller and passed in
+as ``cp``, so this module imports without it.
+
+Decode attention picks the single-pass or the partitioned kernel by vLLM's rule
+(v0.2-v0.4 ``_paged_attention``): partitioned (v2, 512-token partitions) unless the
+longest context fits one partition, or there are more than 512 (sequence, head) pairs to
+keep the GPU busy and the context is at most 8192 tokens.
+Prefill attention is a CuPy GEMM path: S = Q K^T (cuBLAS, fp16 in, fp32 accumulate),
+an additive causal mask, a float32 softmax, then P V; GQA by broadcasting K/V over the
+query heads of each group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pagesim.calibrate.sources import ATTENTION_NUM_THREADS, attention_kernel_names, read_source
+
+PARTITION_SIZE = 512
+MIN_TILE_TOKENS = 64
+
+
+def attention_tile(block_size: int) -> int:
+    """Tokens per online-softmax step: whole blocks, at least MIN_TILE_TOKENS."""
+    return max(block_size, MIN_TILE_TOKENS // block_size * block_size)
+
+
+def use_partitioned(max_context: int, num_seqs: int, num_heads: int) -> bool:
+    num_parts = -(-max_context // PARTITION_SIZE)
+    return not (max_context <= 8192 and (num_parts == 1 or num_seqs * num_heads > 512))
+
+
+class Kernels:
+    """The compiled RawModules of ``kernels/``."""
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+        self.attention = cp.RawModule(
+            code=read_source("paged_attention.cu"), options=("-std=c++17",)
+        )
+        self.kv_cache = cp.RawModule(code=read_source("kv_cache.cu"), options=("-std=c++17",))
+
+    def paged_attention(
+        self, out, q, k_cache, v_cache, block_tables, context_lens, max_context, partitioned=None
+    ):
+        """out [n, heads, d] <- decode attention over the paged cache (see module doc)."""
+        cp = self.cp
+        n, num_heads, head_dim = q.shape
+        num_kv_heads, block_size = k_cache.shape[1], k_cache.shape[2]
+        names = attention_kernel_names(head_dim)
+        tile = attention_tile(block_size)
+        scale = np.float32(1.0 / np.sqrt(head_dim))
+        if partitioned is None:
+            partitioned = use_partitioned(max_context, n, num_heads)
+        common = (
+            k_cache,
+            v_cache,
+            block_tables,
+            context_lens,
+            np.int32(block_tables.shape[1]),
+            np.int32(num_kv_heads),
+            np.int32(block_size),
+            np.int32(tile),
+        )
+        if not partitioned:
+            self.attention.get_function(names["paged_v1"])(
+                (num_heads, n),
+                (ATTENTION_NUM_THREADS,),
+                (out, q, *common, scale),
+                shared_mem=4 * tile,
+            )
+            return out
+        part = max(PARTITION_SIZE // tile, 1) * tile
+        num_parts = -(-max_context // part)
+        tmp = cp.empty((n, num_heads, num_parts, head_dim), dtype=cp.float32)
+        max_logits = cp.empty((n, num_heads, num_parts), dtype=cp.float32)
+        exp_sums = cp.empty((n, num_heads, num_parts), dtype=cp.float32)
+        self.attention.get_function(names["paged_v2"])(
+            (num_heads, n, num_parts),
+            (ATTENTION_NUM_THREADS,),
+            (tmp, max_logits, exp_sums, q, *common, np.int32(part), scale),
+            shared_mem=4 * tile,
+        )
+        self.attention.get_function(names["reduce_v2"])(
+            (num_heads, n),
+            (ATTENTION_NUM_THREADS,),
+            (out, tmp, max_logits, exp_sums, np.int32(num_parts)),
+        )
+        return out
+
+    def contiguous_attention(self, out, q, k, v, context_lens):
+        """out <- decode attention over k, v [n, max_context, kv_heads, d]."""
+        n, num_heads, head_dim = q.shape
+        tile = MIN_TILE_TOKENS
+        self.attention.get_function(attention_kernel_names(head_dim)["contiguous"])(
+            (num_heads, n),
+            (ATTENTION_NUM_THREADS,),
+            (
+                out,
+                q,
+                k,
+                v,
+                context_lens,
+                np.int32(k.shape[1]),
+                np.int32(k.shape[2]),
+                np.int32(tile),
+                np.float32(1.0 / np.sqrt(head_dim)),
+            ),
+            shared_mem=4 * tile,
+        )
+        return out
+
+    def kv_write(self, k_cache, v_cache, key, value, slot_mapping):
+        num_tokens, num_kv_heads, head_dim = key.shape
+        threads = min(num_kv_heads * head_dim, 512)
+        self.kv_cache.get_function("reshape_and_cache")(
+            (num_tokens,),
+            (threads,),
+            (
+                k_cache,
+                v_cache,
+                key,
+                value,
+                slot_mapping,
+                np.int32(num_kv_heads),
+                np.int32(head_dim),
+                np.int32(k_cache.shape[2]),
+            ),
+        )
+
+    def block_copy(self, k_cache, v_cache, block_pairs):
+        elems = int(np.prod(k_cache.shape[1:]))
+        self.kv_cache.get_function("copy_blocks")(
+            (block_pairs.shape[0], 2), (256,), (k_cache, v_cache, block_pairs, np.int64(elems))
+        )
+
+    def prefill_attention(self, q, k, v):
+        """Causal attention, q/k/v [batch, heads or kv_heads, new, d] (no cached prefix)."""
+        cp = self.cp
+        b, h, t, d = q.shape
+        kvh = k.shape[1]
+        qg = q.reshape(b, kvh, h // kvh, t, d)
+        s = cp.matmul(qg, k[:, :, None].swapaxes(-1, -2)).astype(cp.float32)
+        s *= np.float32(1.0 / np.sqrt(d))
+        s += cp.triu(cp.full((t, t), -cp.inf, dtype=cp.float32), k=1)
+        s -= s.max(axis=-1, keepdims=True)
+        cp.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        return cp.matmul(s.astype(cp.float16), v[:, :, None]).reshape(b, h, t, d)

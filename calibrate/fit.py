@@ -1,0 +1,186 @@
+"""Fit each cost term's coefficients on its measurements, and validate on held-out points.
+
+Form (``pagesim.simulator.costmodel.profile``)::
+
+    time_s = const_s + max(s_per_byte * bytes, s_per_flop * flops) + sum_x s_per_x * x
+
+with x in the term's :data:`TERM_EXTRAS` (the features that vary independently of bytes in
+the grid; the others would be collinear with bytes and are left at 0).
+
+Method: relative least squares (each row divided by its measured time, so that a 10 us
+and a 10 ms kernel weigh the same) under nonnegativity (:func:`~pagesim.calibrate.nnls.nnls`,
+so every coefficient stays physical). The max() is resolved by its regimes: a point is
+memory-bound when its arithmetic intensity flops/bytes is below a threshold, so each
+candidate threshold (the midpoints between the sorted intensities, plus all-memory and
+all-compute) gives a linear problem; the best one by the true (max) model's error is then
+refined by reassigning each point to the larger of its two roofline terms until the
+error stops falling. A roofline coefficient that binds on no training point (decode
+attention is never compute-bound) is not identified by the data and is written as 0. 20% of the points (seeded) are held out of the fit and give the
+held-out MAPE and worst relative error written to the profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pagesim.calibrate.nnls import nnls
+from pagesim.errors import DataError
+from pagesim.simulator.costmodel.profile import TERM_NAMES, Term
+
+HOLDOUT_FRACTION = 0.2
+MIN_POINTS_FOR_HOLDOUT = 5
+MAX_THRESHOLDS = 48
+
+TERM_EXTRAS: dict[str, tuple[str, ...]] = {
+    "gemm": (),
+    "prefill_attention": ("seqs",),
+    "paged_decode_attention": ("blocks", "seqs"),
+    "contiguous_decode_attention": ("seqs",),
+    "kv_write": (),
+    "block_copy": ("blocks",),
+    "swap": ("blocks",),
+    "step_overhead": (),
+}
+
+
+@dataclass(frozen=True)
+class TermFit:
+    term: str
+    coefficients: dict[str, float]
+    measured_s: np.ndarray
+    predicted_s: np.ndarray
+    is_heldout: np.ndarray
+
+    @property
+    def num_points(self) -> int:
+        return len(self.measured_s)
+
+    def _rel_err(self, mask: np.ndarray) -> np.ndarray:
+        return np.abs(self.predicted_s[mask] - self.measured_s[mask]) / self.measured_s[mask]
+
+    @property
+    def heldout_mape(self) -> float | None:
+        return float(self._rel_err(self.is_heldout).mean()) if self.is_heldout.any() else None
+
+    @property
+    def heldout_max_err(self) -> float | None:
+        return float(self._rel_err(self.is_heldout).max()) if self.is_heldout.any() else None
+
+    @property
+    def train_mape(self) -> float:
+        return float(self._rel_err(~self.is_heldout).mean())
+
+    def to_term(self) -> Term:
+        return Term(
+            dict(self.coefficients), self.heldout_mape, self.heldout_max_err, self.num_points
+        )
+
+
+def predict(coefficients: dict[str, float], feats: dict[str, np.ndarray]) -> np.ndarray:
+    c = coefficients.get
+    out = c("const_s", 0.0) + np.maximum(
+        c("s_per_byte", 0.0) * feats["bytes"], c("s_per_flop", 0.0) * feats["flops"]
+    )
+    for name in ("blocks", "seqs", "tokens"):
+        out = out + c(f"s_per_{name[:-1]}", 0.0) * feats[name]
+    return out
+
+
+def _solve(feats, y, extras, is_memory) -> dict[str, float]:
+    cols = {"const_s": np.ones_like(y)}
+    if feats["bytes"].any():
+        cols["s_per_byte"] = feats["bytes"] * is_memory
+    if feats["flops"].any():
+        cols["s_per_flop"] = feats["flops"] * ~is_memory
+    for name in extras:
+        if feats[name].any():
+            cols[f"s_per_{name[:-1]}"] = feats[name]
+    a = np.column_stack(list(cols.values())) / y[:, None]
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    x = nnls(a / scale, np.ones_like(y)) / scale
+    return {name: float(v) for name, v in zip(cols, x, strict=True)}
+
+
+def _loss(coefficients, feats, y) -> float:
+    return float(np.mean((predict(coefficients, feats) / y - 1.0) ** 2))
+
+
+def fit_coefficients(
+    feats: dict[str, np.ndarray], y: np.ndarray, extras: tuple[str, ...]
+) -> dict[str, float]:
+    """Nonnegative roofline-plus-linear coefficients for measured times ``y`` (see module doc)."""
+    intensity = np.divide(
+        feats["flops"], feats["bytes"], out=np.zeros_like(y), where=feats["bytes"] > 0
+    )
+    levels = np.unique(intensity)
+    mids = (levels[1:] + levels[:-1]) / 2
+    if len(mids) > MAX_THRESHOLDS:
+        mids = mids[np.linspace(0, len(mids) - 1, MAX_THRESHOLDS).round().astype(int)]
+    best, best_loss = None, np.inf
+    for t in (np.inf, *mids[::-1], -np.inf):  # ties keep the memory-bound reading
+        coefs = _solve(feats, y, extras, intensity < t)
+        loss = _loss(coefs, feats, y)
+        if loss < best_loss:
+            best, best_loss = coefs, loss
+    for _ in range(10):
+        is_memory = (
+            best.get("s_per_byte", 0.0) * feats["bytes"]
+            >= best.get("s_per_flop", 0.0) * feats["flops"]
+        )
+        coefs = _solve(feats, y, extras, is_memory)
+        loss = _loss(coefs, feats, y)
+        if loss >= best_loss * (1 - 1e-9):
+            break
+        best, best_loss = coefs, loss
+    return _drop_unbound_roofline(best, feats)
+
+
+def _drop_unbound_roofline(
+    coefs: dict[str, float], feats: dict[str, np.ndarray]
+) -> dict[str, float]:
+    """Zero a roofline coefficient that binds on no point: the data do not identify it."""
+    mem = coefs.get("s_per_byte", 0.0) * feats["bytes"]
+    comp = coefs.get("s_per_flop", 0.0) * feats["flops"]
+    out = dict(coefs)
+    if not (comp > mem).any():
+        out.pop("s_per_flop", None)
+    elif not (mem >= comp).any():
+        out.pop("s_per_byte", None)
+    return {k: v for k, v in out.items() if v > 0 or k == "const_s"}
+
+
+def _features(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {
+        name: df[name].to_numpy(dtype=float)
+        for name in ("bytes", "flops", "blocks", "seqs", "tokens")
+    }
+
+
+def fit_term(term: str, df: pd.DataFrame, rng: np.random.Generator) -> TermFit:
+    """Fit one term on its rows of the measurements (20% held out, chosen by ``rng``)."""
+    if term not in TERM_EXTRAS:
+        raise DataError(f"measurements: unknown term {term!r}; known terms: {list(TERM_NAMES)}")
+    if len(df) == 0:
+        raise DataError(f"measurements: no rows for term {term!r}")
+    y = df["median_s"].to_numpy(dtype=float)
+    feats = _features(df)
+    is_heldout = np.zeros(len(df), dtype=bool)
+    if len(df) >= MIN_POINTS_FOR_HOLDOUT:
+        is_heldout[rng.permutation(len(df))[: max(1, round(HOLDOUT_FRACTION * len(df)))]] = True
+    train = {k: v[~is_heldout] for k, v in feats.items()}
+    coefs = fit_coefficients(train, y[~is_heldout], TERM_EXTRAS[term])
+    return TermFit(term, coefs, y, predict(coefs, feats), is_heldout)
+
+
+def fit_all(df: pd.DataFrame, rng: np.random.Generator) -> dict[str, TermFit]:
+    """Fit every term present in ``df``, in TERM_NAMES order (so ``rng`` use is deterministic)."""
+    unknown = sorted(set(df["term"]) - set(TERM_NAMES))
+    if unknown:
+        raise DataError(
+            f"measurements: unknown term {unknown[0]!r}; known terms: {list(TERM_NAMES)}"
+        )
+    return {t: fit_term(t, df[df["term"] == t], rng) for t in TERM_NAMES if (df["term"] == t).any()}
