@@ -28,8 +28,9 @@ paper figure; a measured profile (``pagesim calibrate``) replaces all of them.
   ``cudaMemcpyAsync`` reaches ~25 of 32 GB/s on Gen4 x16), plus 10 µs per block per
   layer: vLLM v0's ``swap_blocks`` issues one ``cudaMemcpyAsync`` per block for K and
   one for V in every layer, and a small copy costs ~5 µs of driver and DMA setup. So
-  per byte, a 16-token OPT-13B block (320 KiB per layer) swaps at ~60% of the link
-  rate and a 1-token block at ~8% (§7.3: swapping is costly at small block sizes).
+  per byte, a 16-token OPT-13B block (320 KiB per layer) swaps at 56% of the
+  achievable PCIe rate, a 256-token block at 95% and a 1-token block at 7% (§7.3:
+  swapping is costly at small block sizes).
 - Step overhead: 2 ms + 20 µs per scheduled sequence. The paper-era vLLM (v0.1–v0.2)
   ran scheduling, block-table building, input preparation, sampling and
   detokenisation in Python, and launched every kernel eagerly (no CUDA graphs), each

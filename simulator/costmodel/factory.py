@@ -69,8 +69,11 @@ def resolve_profile(name_or_path: str | None, gpu: GPUSpec) -> Profile:
 def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> CostModel:
     """The cost model of ``model`` on ``hardware.tensor_parallel`` x ``gpu`` under ``hardware.profile``."""
     profile = resolve_profile(hardware.profile, gpu)
+    if hardware.profile is None:
+        parts = [f"analytic (roofline) profile of {gpu.name}"]
+    else:
+        parts = [f"{profile.kind} profile of {profile.gpu_name} ({hardware.profile})"]
     source = hardware.profile or "analytic"
-    parts = [f"{profile.kind} profile of {profile.gpu_name} ({source})"]
     if profile.gpu_spec != gpu.name:
         if profile.gpu_spec not in GPUS:
             raise ConfigError(
