@@ -300,3 +300,25 @@ def test_profile_of_an_unknown_gpu_cannot_be_projected(tmp_path):
     path = p.save(tmp_path / "p.yaml")
     with pytest.raises(ConfigError, match="gpu_spec 'rtx-9090' is not a known GPU"):
         make_cost_model(HardwareSpec(profile=str(path)), OPT13B, A100)
+
+
+def test_shipped_profile_is_found_by_name(tmp_path, monkeypatch):
+    from pagesim.simulator.costmodel import factory
+
+    assert factory.shipped_profiles_dir().parts[-2:] == ("calibrate", "profiles")
+    (tmp_path / "a100-hand").mkdir()
+    load_profile(FIXTURE).save(tmp_path / "a100-hand" / "profile.yaml")
+    monkeypatch.setattr(factory, "shipped_profiles_dir", lambda: tmp_path)
+    assert factory.shipped_profile_names() == ["a100-hand"]
+    cm = make_cost_model(HardwareSpec(profile="a100-hand"), OPT13B, A100)
+    assert cm.profile == load_profile(FIXTURE) and "(a100-hand)" in cm.description
+    with pytest.raises(ConfigError, match=r"shipped profiles: \['a100-hand'\]"):
+        make_cost_model(HardwareSpec(profile="h100-hand"), OPT13B, A100)
+
+
+def test_same_spec_gives_bit_identical_step_times():
+    plans = [*PLANS, BatchPlan(decode_context_lens=tuple(range(1, 300, 7)))]
+    hw = HardwareSpec(model="opt-66b", tensor_parallel=4)
+    a = make_cost_model(hw, get_model("opt-66b"), A100)
+    b = make_cost_model(hw, get_model("opt-66b"), A100)
+    assert [a.step_time_s(p) for p in plans] == [b.step_time_s(p) for p in reversed(plans)][::-1]
