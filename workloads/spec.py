@@ -28,9 +28,12 @@ class LengthDist(_Spec):
 class WorkloadSpec(_Spec):
     """Which requests, and how they share content.
 
-    ``name`` is a registered workload (``pagesim list`` shows them; e.g. ``sharegpt``,
-    ``sharegpt-pairs``, ``sharegpt-chat``, ``alpaca-like``, ``azure-conv``,
-    ``azure-code``, ``synthetic``). ``num_requests`` requests are sampled (``replace``:
+    ``name`` is a registered workload (``pagesim workload list`` shows them: ``sharegpt``
+    (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``, ``alpaca``,
+    ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``, ``synthetic`` (uses
+    ``prompt`` / ``output``), ``csv`` (a timestamped CSV at ``path``, either Azure
+    2023 layout; relative paths are from the working directory; only ``csv`` reads
+    ``path``). ``num_requests`` requests are sampled (``replace``:
     with replacement) unless ``duration_s`` is given, in which case requests arrive
     until that time. Filters drop requests whose prompt or output is under
     ``min_len`` tokens, whose prompt exceeds ``max_prompt_len``, or whose prompt +
@@ -38,6 +41,7 @@ class WorkloadSpec(_Spec):
     """
 
     name: str = "sharegpt"
+    path: str | None = None
     num_requests: int | None = Field(default=1000, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
     replace: bool = True

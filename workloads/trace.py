@@ -104,7 +104,9 @@ def validate_table(table: pd.DataFrame, name: str) -> None:
     """Raise :class:`DataError` unless ``table`` is a well-formed trace table."""
     missing = [c for c in TRACE_COLUMNS if c not in table.columns]
     if missing:
-        raise DataError(f"trace {name!r}: missing columns {missing}; expected {list(TRACE_COLUMNS)}")
+        raise DataError(
+            f"trace {name!r}: missing columns {missing}; expected {list(TRACE_COLUMNS)}"
+        )
     if len(table) == 0:
         return
     for col in ("prompt_len", "output_len", "n", "beam_width"):

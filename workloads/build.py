@@ -1,0 +1,194 @@
+"""build_trace: the one entry point from a workload spec to a seeded, replayable Trace.
+
+Steps, all randomness from the one ``rng`` (same spec + same seed -> identical trace):
+
+1. look up the workload (``registry.py``); load its length table (or, for
+   synthetic workloads, draw lengths);
+2. filter (``filters.py``) with the shared prefix counted in the prompt; every drop
+   is reported in ``Trace.dropped`` under its reason;
+3. choose requests: ``num_requests`` rows sampled with or without replacement
+   (``workload.replace``; without replacement, asking for more rows than remain is a
+   ConfigError), or as many as arrive before ``duration_s``; replay takes the
+   table's rows in time order instead of sampling;
+4. apply the sharing shape (``n``, ``beam_width``, ``shared_prefix_len`` as segment
+   0 of every prompt) and the arrival times (``arrivals.py``).
+
+Synthetic workloads whose draws break a filter are topped up with fresh draws until
+``num_requests`` remain (the drops are still counted), up to
+``MAX_SYNTHETIC_ROUNDS`` rounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pagesim.errors import ConfigError
+from pagesim.workloads.arrivals import arrival_times, arrivals_until
+from pagesim.workloads.assemble import assemble_trace
+from pagesim.workloads.chat import chat_prompt_len, chat_requests
+from pagesim.workloads.filters import apply_filters
+from pagesim.workloads.lengthtable import LengthTable
+from pagesim.workloads.registry import get_source, load_rows
+from pagesim.workloads.spec import ArrivalSpec, WorkloadSpec
+from pagesim.workloads.synthetic import ALPACA_LIKE_OUTPUT, ALPACA_LIKE_PROMPT, sample_lengths
+from pagesim.workloads.trace import Trace
+
+MAX_SYNTHETIC_ROUNDS = 50
+
+
+def build_trace(
+    workload: WorkloadSpec,
+    arrivals: ArrivalSpec,
+    *,
+    max_model_len: int,
+    rng: np.random.Generator,
+) -> Trace:
+    """A Trace for ``workload`` arriving per ``arrivals`` (see the module docstring)."""
+    source = get_source(workload.name)
+    if workload.path is not None and source.kind != "csv":
+        raise ConfigError(f"workload.path is only used by workload 'csv', not {workload.name!r}")
+    if (
+        workload.num_requests is None
+        and workload.duration_s is None
+        and arrivals.process != "replay"
+    ):
+        raise ConfigError("give workload.num_requests or workload.duration_s")
+    if source.kind == "synthetic":
+        return _build_synthetic(workload, arrivals, max_model_len, rng)
+    table = load_rows(workload.name, workload.path)
+    is_chat = source.view == "chat"
+    prompt_for_filter = chat_prompt_len(table) if is_chat else table.prompt_len
+    keep, dropped = apply_filters(
+        prompt_for_filter + workload.shared_prefix_len,
+        table.output_len,
+        min_len=workload.min_len,
+        max_prompt_len=workload.max_prompt_len,
+        max_model_len=max_model_len,
+    )
+    common = {
+        "n": workload.n,
+        "beam_width": workload.beam_width,
+        "shared_prefix_len": workload.shared_prefix_len,
+        "name": workload.name,
+        "source_note": table.source_note,
+        "dropped": dropped,
+    }
+    if arrivals.process == "replay":
+        rows, arrival_s = _replay_rows(workload, arrivals, table, keep)
+        return assemble_trace(
+            prompt_len=table.prompt_len[rows], output_len=table.output_len[rows],
+            arrival_s=arrival_s, **common,
+        )  # fmt: skip
+    times = _times(workload, arrivals, rng)
+    num = len(times) if times is not None else int(workload.num_requests or 0)
+    if is_chat:
+        prompt_len, output_len, segments = chat_requests(
+            table, keep, num=num, replace=workload.replace, rng=rng,
+            shared_prefix_len=workload.shared_prefix_len,
+        )  # fmt: skip
+    else:
+        rows = _sample_rows(np.flatnonzero(keep), num, workload.replace, rng)
+        prompt_len, output_len, segments = table.prompt_len[rows], table.output_len[rows], None
+    if times is None:
+        times = arrival_times(arrivals, num, rng)
+    return assemble_trace(
+        prompt_len=prompt_len, output_len=output_len, arrival_s=times, segments=segments, **common
+    )
+
+
+def _times(
+    workload: WorkloadSpec, arrivals: ArrivalSpec, rng: np.random.Generator
+) -> np.ndarray | None:
+    """Arrival times drawn up front when the run is bounded by duration, else None."""
+    if workload.duration_s is None:
+        return None
+    return arrivals_until(arrivals, workload.duration_s, rng)
+
+
+def _sample_rows(
+    kept_rows: np.ndarray, num: int, replace: bool, rng: np.random.Generator
+) -> np.ndarray:
+    if num > 0 and len(kept_rows) == 0:
+        raise ConfigError("no requests remain after the workload filters")
+    if replace:
+        return kept_rows[rng.integers(0, len(kept_rows), size=num)]
+    if num > len(kept_rows):
+        raise ConfigError(
+            f"workload.num_requests = {num} but only {len(kept_rows)} requests remain after "
+            "filters; set workload.replace: true or ask for fewer"
+        )
+    return kept_rows[rng.permutation(len(kept_rows))[:num]]
+
+
+def _replay_rows(
+    workload: WorkloadSpec, arrivals: ArrivalSpec, table: LengthTable, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in time order and their arrival times (from the first kept row, / time_scale)."""
+    if table.arrival_s is None:
+        raise ConfigError(
+            f"arrivals.process 'replay' needs a timestamped workload; {workload.name!r} has no "
+            "timestamps (timestamped: azure-conv, azure-code, csv)"
+        )
+    rows = np.flatnonzero(keep)
+    t0 = table.arrival_s[rows[0]] if len(rows) else 0.0
+    arrival_s = (table.arrival_s[rows] - t0) / arrivals.time_scale
+    if workload.duration_s is not None:
+        within = arrival_s < workload.duration_s
+        return rows[within], arrival_s[within]
+    if workload.num_requests is not None:
+        if workload.num_requests > len(rows):
+            raise ConfigError(
+                f"workload.num_requests = {workload.num_requests} but the replayed trace "
+                f"{workload.name!r} has {len(rows)} requests after filters"
+            )
+        return rows[: workload.num_requests], arrival_s[: workload.num_requests]
+    return rows, arrival_s
+
+
+def _build_synthetic(
+    workload: WorkloadSpec, arrivals: ArrivalSpec, max_model_len: int, rng: np.random.Generator
+) -> Trace:
+    if arrivals.process == "replay":
+        raise ConfigError(
+            f"arrivals.process 'replay' needs a timestamped workload, not {workload.name!r}"
+        )
+    if workload.name == "alpaca-like":
+        prompt_dist, output_dist = ALPACA_LIKE_PROMPT, ALPACA_LIKE_OUTPUT
+        note = "SYNTHETIC alpaca-like: lognormal lengths fitted to the paper's Alpaca means"
+    else:
+        prompt_dist, output_dist = workload.prompt, workload.output
+        note = f"synthetic: prompt {prompt_dist.model_dump()}, output {output_dist.model_dump()}"
+    times = _times(workload, arrivals, rng)
+    num = len(times) if times is not None else int(workload.num_requests or 0)
+    prompts, outputs = [], []
+    dropped: dict[str, int] = {}
+    have, rounds = 0, 0
+    while have < num:
+        rounds += 1
+        if rounds > MAX_SYNTHETIC_ROUNDS:
+            raise ConfigError(
+                f"synthetic lengths keep breaking the filters ({dropped}); widen the filters "
+                "or change workload.prompt / workload.output"
+            )
+        want = num - have if rounds == 1 else max(2 * (num - have), 64)
+        p = sample_lengths(prompt_dist, want, rng)
+        o = sample_lengths(output_dist, want, rng)
+        keep, drops = apply_filters(
+            p + workload.shared_prefix_len, o, min_len=workload.min_len,
+            max_prompt_len=workload.max_prompt_len, max_model_len=max_model_len,
+        )  # fmt: skip
+        p, o = p[keep][: num - have], o[keep][: num - have]
+        for reason, count in drops.items():
+            dropped[reason] = dropped.get(reason, 0) + count
+        prompts.append(p)
+        outputs.append(o)
+        have += len(p)
+    if times is None:
+        times = arrival_times(arrivals, num, rng)
+    return assemble_trace(
+        prompt_len=np.concatenate(prompts) if prompts else np.zeros(0, dtype=np.int64),
+        output_len=np.concatenate(outputs) if outputs else np.zeros(0, dtype=np.int64),
+        arrival_s=times, n=workload.n, beam_width=workload.beam_width,
+        shared_prefix_len=workload.shared_prefix_len, name=workload.name, source_note=note,
+        dropped=dropped,
+    )  # fmt: skip

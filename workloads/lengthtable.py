@@ -1,0 +1,109 @@
+"""LengthTable: the compact, prepared form of a request dataset, and its file format.
+
+A length table holds one row per candidate request: ``prompt_len`` and
+``output_len`` (tokens), optionally ``arrival_s`` (seconds from the first request,
+for timestamped production traces) and ``conv_ids`` (the conversation a row
+belongs to; rows of one conversation are contiguous and in turn order, which is
+what chat workloads need to rebuild each turn's history).
+
+Tables are stored as ``.npz`` files (numpy, compressed, no pickles) next to this
+module in ``data/`` and written atomically: a temporary file in the same folder,
+then a rename, so an interrupted ``pagesim workload prepare`` never leaves a
+half-written table behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pagesim.errors import DataError
+
+_INT_COLUMNS = ("prompt_len", "output_len", "conv_ids")
+
+
+@dataclass(frozen=True)
+class LengthTable:
+    """Token lengths of a dataset's requests (see the module docstring)."""
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    arrival_s: np.ndarray | None = None
+    conv_ids: np.ndarray | None = None
+    source_note: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.prompt_len)
+        for name in ("output_len", "arrival_s", "conv_ids"):
+            col = getattr(self, name)
+            if col is not None and len(col) != n:
+                raise DataError(f"length table: column {name} has {len(col)} rows, expected {n}")
+
+    def __len__(self) -> int:
+        return len(self.prompt_len)
+
+    @property
+    def is_timestamped(self) -> bool:
+        return self.arrival_s is not None
+
+
+def save_table(table: LengthTable, path: str | Path) -> Path:
+    """Write ``table`` to ``path`` (``.npz``) atomically: temp file, then rename."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {
+        "prompt_len": np.asarray(table.prompt_len, dtype=np.int32),
+        "output_len": np.asarray(table.output_len, dtype=np.int32),
+        "source_note": np.array(table.source_note),
+    }
+    if table.arrival_s is not None:
+        arrays["arrival_s"] = np.asarray(table.arrival_s, dtype=np.float64)
+    if table.conv_ids is not None:
+        arrays["conv_ids"] = np.asarray(table.conv_ids, dtype=np.int32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.npz", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_table(path: str | Path) -> LengthTable:
+    """Read a table written by :func:`save_table`; :class:`DataError` if missing or invalid."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: length table not found")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            cols = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: not a readable length table ({exc})") from None
+    for key in ("prompt_len", "output_len"):
+        if key not in cols:
+            raise DataError(f"{path}: length table lacks the column {key!r}")
+    for key in _INT_COLUMNS:
+        if key in cols:
+            v = cols[key]
+            if not np.issubdtype(v.dtype, np.integer):
+                raise DataError(f"{path}: column {key!r} must be integer, got {v.dtype}")
+            if (v < 0).any():
+                bad = int(np.flatnonzero(v < 0)[0])
+                raise DataError(f"{path}: row {bad}: {key} must be >= 0, got {int(v[bad])}")
+            cols[key] = v.astype(np.int64)
+    note = str(cols["source_note"]) if "source_note" in cols else ""
+    return LengthTable(
+        prompt_len=cols["prompt_len"],
+        output_len=cols["output_len"],
+        arrival_s=cols.get("arrival_s"),
+        conv_ids=cols.get("conv_ids"),
+        source_note=note,
+    )
