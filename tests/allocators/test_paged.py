@@ -1,0 +1,138 @@
+"""PagedAllocator stories on tiny pools: exact block ids, copy-on-write, watermark answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagesim.allocators import AllocStatus, MemoryUsage, PagedAllocator, Transfers
+from pagesim.errors import AllocatorError, ConfigError
+
+
+def paged(num_blocks, *, block_size=4, watermark=0.0, **kw):
+    return PagedAllocator(
+        capacity_slots=num_blocks * block_size, block_size=block_size, watermark=watermark, **kw
+    )
+
+
+def test_prompt_blocks_come_off_a_lifo_free_list(req):
+    alloc = paged(8)
+    alloc.allocate(req(0, 9))  # ceil(9 / 4) = 3 blocks
+    alloc.allocate(req(1, 4))
+    assert alloc.block_table(0) == (0, 1, 2)
+    assert alloc.block_table(1) == (3,)
+    alloc.free(0)  # tail first: 2, 1, 0 pushed -> 0 on top
+    assert alloc.gpu.free_ids()[:3] == [0, 1, 2]
+    alloc.allocate(req(2, 5))
+    assert alloc.block_table(2) == (0, 1)
+    assert alloc.num_free_blocks == 8 - 3
+    alloc.check_invariants()
+
+
+def test_new_block_only_when_the_last_is_full(req):
+    alloc = paged(8)
+    alloc.allocate(req(0, 3))
+    alloc.append_slot(0)
+    assert alloc.block_table(0) == (0,)
+    alloc.append_slot(0)
+    assert alloc.block_table(0) == (0, 1)
+    assert alloc.num_slots(0) == 5
+
+
+def test_copy_on_write_first_siblings_copy_last_writes_in_place(req):
+    alloc = paged(8)
+    alloc.allocate(req(0, 6, seq_id=10))  # [0, 1*], block 1 holds 2 of 4
+    alloc.fork(10, 11)
+    alloc.fork(10, 12)
+    assert alloc.gpu.ref_count(1) == 3
+    alloc.append_slot(11)  # copies 1 -> 2
+    alloc.append_slot(10)  # copies 1 -> 3
+    alloc.append_slot(12)  # last holder: in place
+    assert [alloc.block_table(s) for s in (10, 11, 12)] == [(0, 3), (0, 2), (0, 1)]
+    assert alloc.gpu.ref_count(0) == 3 and alloc.gpu.ref_count(1) == 1
+    assert alloc.drain_transfers() == Transfers(num_copied_blocks=2)
+    assert alloc.drain_transfers() == Transfers()
+    alloc.check_invariants()
+
+
+def test_fork_on_a_full_last_block_opens_new_blocks_without_copies(req):
+    alloc = paged(8)
+    alloc.allocate(req(0, 4, seq_id=10))
+    alloc.fork(10, 11)
+    alloc.append_slot(10)
+    alloc.append_slot(11)
+    assert alloc.block_table(10) == (0, 1) and alloc.block_table(11) == (0, 2)
+    assert alloc.drain_transfers().num_copied_blocks == 0
+
+
+def test_watermark_answers_follow_vllm_v0(req):
+    alloc = paged(100, watermark=0.05)  # watermark_blocks = 5
+    assert alloc.watermark_blocks == 5
+    assert alloc.can_allocate(req(0, 4 * 96)) is AllocStatus.NEVER  # 100 - 96 < 5
+    assert alloc.can_allocate(req(0, 4 * 95)) is AllocStatus.OK  # 100 - 95 >= 5
+    alloc.allocate(req(0, 4 * 90))
+    assert alloc.can_allocate(req(1, 4 * 5)) is AllocStatus.OK  # 10 - 5 >= 5
+    assert alloc.can_allocate(req(1, 4 * 6)) is AllocStatus.LATER
+    assert alloc.allocate(req(1, 4 * 6)) is None
+    # appends ignore the watermark: the group can grow into the last free blocks
+    alloc.allocate(req(2, 4 * 5))
+    for _ in range(4 * 5):
+        alloc.append_slot(2)
+    assert alloc.num_free_blocks == 0
+    assert not alloc.can_append_slots(2)
+    with pytest.raises(AllocatorError, match="no free block for sequence 2"):
+        alloc.append_slot(2)
+
+
+def test_can_append_slots_needs_a_block_per_running_sequence(req):
+    alloc = paged(4)
+    alloc.allocate(req(0, 9, seq_id=10))  # 3 blocks, 1 free
+    assert alloc.can_append_slots(0)
+    alloc.fork(10, 11)
+    assert not alloc.can_append_slots(0)  # 2 sequences, 1 free block
+
+
+def test_usage_counts_shared_blocks_once_and_splits_the_last_block(req):
+    alloc = paged(8)
+    alloc.allocate(req(0, 6, seq_id=10))  # blocks 0 (full), 1 (2 of 4)
+    alloc.fork(10, 11)
+    alloc.allocate(req(1, 3))  # block 2 (3 of 4)
+    u = alloc.usage({10: 7, 11: 20, 1: 3}, is_blocked=False)
+    assert u == MemoryUsage(
+        capacity_slots=32,
+        token_slots=4 + 2 + 3,
+        reserved_slots=2,  # block 1: seq 11 fills it to 4
+        internal_frag_slots=1,  # block 2: seq 1 stops at 3
+        external_frag_slots=0,
+        unused_slots=5 * 4,
+    )
+    blocked = alloc.usage({10: 7, 11: 20, 1: 3}, is_blocked=True)
+    assert (blocked.external_frag_slots, blocked.unused_slots) == (20, 0)
+
+
+def test_pool_not_a_multiple_of_the_block_size_counts_the_rest_as_external():
+    alloc = PagedAllocator(capacity_slots=30, block_size=8)
+    assert alloc.num_total_blocks == 3
+    assert alloc.usage({}, is_blocked=False).external_frag_slots == 6
+
+
+def test_bad_input_names_the_problem(req):
+    with pytest.raises(ConfigError, match="block_size must be >= 1, got 0"):
+        PagedAllocator(capacity_slots=64, block_size=0)
+    with pytest.raises(ConfigError, match="smaller than one block"):
+        PagedAllocator(capacity_slots=15, block_size=16)
+    alloc = paged(4)
+    with pytest.raises(AllocatorError, match="unknown sequence 3 \\(never allocated\\)"):
+        alloc.free(3)
+    alloc.allocate(req(3, 2))
+    alloc.free(3)
+    with pytest.raises(AllocatorError, match="unknown sequence 3 \\(already freed\\)"):
+        alloc.free(3)
+    with pytest.raises(AllocatorError, match="num_tokens"):
+        alloc.can_allocate(req(4, 0))
+    alloc.allocate(req(5, 2))
+    with pytest.raises(AllocatorError, match="sequence 5 is already allocated"):
+        alloc.allocate(req(6, 2, seq_id=5))
+    with pytest.raises(AllocatorError, match="child sequence 5 already exists"):
+        alloc.fork(5, 5)
+    with pytest.raises(AllocatorError, match="no target length given for live sequence 5"):
+        alloc.usage({}, is_blocked=False)
