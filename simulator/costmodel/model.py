@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagesim.simulator.costmodel import features as F
-from pagesim.simulator.costmodel.profile import Profile, Term
+from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES, Profile, Term
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.specs import GPUSpec, ModelSpec
 
@@ -60,19 +60,7 @@ class _Coefs:
 
     @classmethod
     def of(cls, term: Term) -> _Coefs:
-        return cls(
-            *(
-                term.coef(n)
-                for n in (
-                    "const_s",
-                    "s_per_byte",
-                    "s_per_flop",
-                    "s_per_block",
-                    "s_per_seq",
-                    "s_per_token",
-                )
-            )
-        )
+        return cls(*(term.coef(name) for name in COEFFICIENT_NAMES))
 
     def time_s(self, f: F.Features) -> float:
         return (

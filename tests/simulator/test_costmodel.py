@@ -322,3 +322,13 @@ def test_same_spec_gives_bit_identical_step_times():
     a = make_cost_model(hw, get_model("opt-66b"), A100)
     b = make_cost_model(hw, get_model("opt-66b"), A100)
     assert [a.step_time_s(p) for p in plans] == [b.step_time_s(p) for p in reversed(plans)][::-1]
+
+
+def test_fast_coefficients_follow_the_schema_order():
+    """CostModel's attribute form of a Term is filled positionally from COEFFICIENT_NAMES."""
+    import dataclasses
+
+    from pagesim.simulator.costmodel.model import _Coefs
+    from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES
+
+    assert tuple(f.name for f in dataclasses.fields(_Coefs)) == COEFFICIENT_NAMES
