@@ -1,0 +1,216 @@
+"""Property tests: random operation sequences never leak, double free, or miscount.
+
+After every operation: ``check_invariants()`` (reference counts = tables holding the
+block, free/evictable/held partition the pool, ...), the usage breakdown sums to the
+capacity (MemoryUsage checks on construction), free + held = total, and each
+sequence's length matches a shadow model. At the end everything is freed and the
+pools must be whole again.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagesim.allocators import AllocRequest, AllocStatus, ContiguousAllocator, PagedAllocator
+
+OPS = st.lists(
+    st.tuples(st.integers(0, 5), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=80
+)
+
+
+def _segments(pick: int, prompt_len: int) -> tuple[tuple[int, int], ...]:
+    """A prompt that starts with one of three shared prefixes (or none), for cache hits."""
+    prefix_len = min(prompt_len, 4 * (pick % 4))
+    head = ((pick % 3, prefix_len),) if prefix_len else ()
+    rest = prompt_len - prefix_len
+    return head + (((100 + pick % 5, rest),) if rest else ())
+
+
+class Shadow:
+    """What the test believes: live sequences, their lengths, groups, and which are swapped."""
+
+    def __init__(self) -> None:
+        self.num_tokens_by_seq: dict[int, int] = {}
+        self.group_by_seq: dict[int, int] = {}
+        self.swapped_group_ids: set[int] = set()
+        self.next_id = 0
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def seqs_of(self, group_id: int) -> list[int]:
+        return [s for s, g in self.group_by_seq.items() if g == group_id]
+
+    def drop(self, seq_id: int) -> None:
+        del self.num_tokens_by_seq[seq_id]
+        group_id = self.group_by_seq.pop(seq_id)
+        if not self.seqs_of(group_id):
+            self.swapped_group_ids.discard(group_id)
+
+
+def _check(alloc, shadow: Shadow) -> None:
+    alloc.check_invariants()
+    for seq_id, n in shadow.num_tokens_by_seq.items():
+        assert alloc.num_slots(seq_id) == n
+    targets = {s: n + 3 for s, n in shadow.num_tokens_by_seq.items()}
+    for is_blocked in (False, True):
+        u = alloc.usage(targets, is_blocked)
+        assert u.capacity_slots == alloc.capacity_slots
+    if isinstance(alloc, PagedAllocator):
+        u = alloc.usage(targets, False)
+        assert (u.token_slots, u.reserved_slots, u.internal_frag_slots) == _paged_usage_by_scan(
+            alloc, shadow, targets
+        )
+
+
+def _paged_usage_by_scan(alloc, shadow, targets):
+    """Reference: per held GPU block, filled = most any holder filled; will = most any will fill."""
+    bs = alloc.block_size
+    filled: dict[int, int] = {}
+    will: dict[int, int] = {}
+    for seq_id, n in shadow.num_tokens_by_seq.items():
+        if shadow.group_by_seq[seq_id] in shadow.swapped_group_ids:
+            continue
+        for i, block_id in enumerate(alloc.block_table(seq_id)):
+            filled[block_id] = max(filled.get(block_id, 0), min(bs, n - i * bs))
+            will[block_id] = max(will.get(block_id, 0), min(bs, targets[seq_id] - i * bs))
+    token = sum(filled.values())
+    reserved = sum(will[b] - filled[b] for b in filled)
+    return token, reserved, len(filled) * bs - token - reserved
+
+
+def _run_paged(alloc: PagedAllocator, ops) -> Shadow:
+    shadow = Shadow()
+    for op, a, b in ops:
+        live = sorted(shadow.num_tokens_by_seq)
+        if op == 0 or not live:
+            prompt_len = 1 + a % 14
+            group_id = seq_id = shadow.new_id()
+            r = AllocRequest(group_id, seq_id, prompt_len, prompt_len, _segments(b, prompt_len))
+            status = alloc.can_allocate(r)
+            got = alloc.allocate(r)
+            assert (got is not None) == (status is AllocStatus.OK)
+            if got is not None:
+                assert 0 <= got.num_cached_tokens < prompt_len
+                shadow.num_tokens_by_seq[seq_id] = prompt_len
+                shadow.group_by_seq[seq_id] = group_id
+        else:
+            seq_id = live[a % len(live)]
+            group_id = shadow.group_by_seq[seq_id]
+            is_swapped = group_id in shadow.swapped_group_ids
+            if op == 1 and not is_swapped and alloc.can_append_slots(group_id):
+                for s in shadow.seqs_of(group_id):
+                    alloc.append_slot(s)
+                    shadow.num_tokens_by_seq[s] += 1
+            elif op == 2 and not is_swapped:
+                child = shadow.new_id()
+                alloc.fork(seq_id, child)
+                shadow.num_tokens_by_seq[child] = shadow.num_tokens_by_seq[seq_id]
+                shadow.group_by_seq[child] = group_id
+            elif op == 3:
+                alloc.free(seq_id)
+                shadow.drop(seq_id)
+            elif op == 4 and not is_swapped and alloc.can_swap_out(group_id):
+                alloc.swap_out(group_id)
+                shadow.swapped_group_ids.add(group_id)
+            elif op == 5 and is_swapped and alloc.can_swap_in(group_id) is AllocStatus.OK:
+                alloc.swap_in(group_id)
+                shadow.swapped_group_ids.discard(group_id)
+        _check(alloc, shadow)
+    return shadow
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=OPS,
+    block_size=st.sampled_from([1, 2, 4]),
+    num_blocks=st.integers(1, 24),
+    num_cpu_blocks=st.integers(0, 12),
+    is_prefix_caching=st.booleans(),
+    watermark=st.sampled_from([0.0, 0.1]),
+)
+def test_paged_random_operations_keep_every_invariant(
+    ops, block_size, num_blocks, num_cpu_blocks, is_prefix_caching, watermark
+):
+    alloc = PagedAllocator(
+        capacity_slots=num_blocks * block_size + block_size - 1,
+        block_size=block_size,
+        watermark=watermark,
+        is_prefix_caching=is_prefix_caching,
+        cpu_capacity_slots=num_cpu_blocks * block_size,
+    )
+    shadow = _run_paged(alloc, ops)
+    for seq_id in sorted(shadow.num_tokens_by_seq):
+        alloc.free(seq_id)
+    alloc.check_invariants()
+    assert alloc.num_free_blocks == alloc.num_total_blocks
+    assert alloc.num_cpu_free_blocks == alloc.num_cpu_total_blocks
+    assert alloc.usage({}, is_blocked=False).unused_slots == num_blocks * block_size
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=OPS,
+    policy=st.sampled_from(["max", "pow2", "oracle"]),
+    placement=st.sampled_from(["buddy", "first_fit"]),
+    num_granules=st.integers(1, 40),
+)
+def test_contiguous_random_operations_keep_every_invariant(ops, policy, placement, num_granules):
+    alloc = ContiguousAllocator(
+        policy=policy,
+        capacity_slots=num_granules * 4 + 3,
+        max_model_len=32,
+        granule_slots=4,
+        placement=placement,
+    )
+    shadow = Shadow()
+    for op, a, b in ops:
+        live = sorted(shadow.num_tokens_by_seq)
+        if op == 0 or not live:
+            prompt_len = 1 + a % 20
+            group_id = seq_id = shadow.new_id()
+            r = AllocRequest(group_id, seq_id, prompt_len, prompt_len, (), max_num_seqs=1 + b % 3)
+            true_output_len = b % 13
+            status = alloc.can_allocate(r, true_output_len)
+            got = alloc.allocate(r, true_output_len)
+            assert (got is not None) == (status is AllocStatus.OK)
+            if got is not None:
+                shadow.num_tokens_by_seq[seq_id] = prompt_len
+                shadow.group_by_seq[seq_id] = group_id
+        else:
+            seq_id = live[a % len(live)]
+            group_id = shadow.group_by_seq[seq_id]
+            if op in (1, 4) and alloc.can_append_slots(group_id):
+                for s in shadow.seqs_of(group_id):
+                    alloc.append_slot(s)
+                    shadow.num_tokens_by_seq[s] += 1
+            elif op == 2 and alloc.num_spare_regions(group_id):
+                child = shadow.new_id()
+                alloc.fork(seq_id, child)
+                shadow.num_tokens_by_seq[child] = shadow.num_tokens_by_seq[seq_id]
+                shadow.group_by_seq[child] = group_id
+            elif op in (3, 5):
+                alloc.free(seq_id)
+                shadow.drop(seq_id)
+        _check(alloc, shadow)
+    for seq_id in sorted(shadow.num_tokens_by_seq):
+        alloc.free(seq_id)
+    alloc.check_invariants()
+    assert alloc.num_free_blocks == alloc.num_total_blocks == num_granules
+
+
+def _trajectory(ops) -> list:
+    alloc = PagedAllocator(
+        capacity_slots=64, block_size=4, is_prefix_caching=True, cpu_capacity_slots=32
+    )
+    shadow = _run_paged(alloc, ops)
+    tables = {s: alloc.block_table(s) for s in sorted(shadow.num_tokens_by_seq)}
+    return [tables, alloc.drain_transfers(), alloc.prefix_cache, alloc.gpu.evictable_ids()]
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=OPS)
+def test_same_operations_give_identical_state(ops):
+    assert _trajectory(ops) == _trajectory(ops)
