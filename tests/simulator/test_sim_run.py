@@ -1,0 +1,176 @@
+"""simulate() and the engine: determinism, rejection paths, time limit, same-time order,
+and the Orca / static schedulers over the real allocators."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sim_fakes import TinyPaged, constant_step, make_trace
+
+from pagesim.allocators import make_allocator
+from pagesim.allocators.spec import AllocatorSpec
+from pagesim.errors import ConfigError
+from pagesim.simulator import METRIC_COLUMNS, REQUEST_COLUMNS, simulate
+from pagesim.simulator.run import run_engine
+from pagesim.simulator.schedulers import SCHEDULERS
+from pagesim.simulator.spec import SchedulerSpec, run_spec_from_dict
+
+
+def small_spec(**overrides):
+    doc = {
+        "workload": {"name": "sharegpt", "num_requests": 60},
+        "arrivals": {"rate_req_s": 4.0},
+        "hardware": {"kv_slots": 4096},
+        "check_invariants": True,
+        "seed": 7,
+    }
+    doc.update(overrides)
+    return run_spec_from_dict(doc)
+
+
+def test_same_spec_gives_identical_results():
+    spec = small_spec(workload={"name": "sharegpt", "num_requests": 40, "n": 2})
+    a, b = simulate(spec), simulate(spec)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
+    strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
+    assert strip(a.summary) == strip(b.summary)
+    assert list(a.summary) == list(METRIC_COLUMNS)
+    assert list(a.requests.columns) == list(REQUEST_COLUMNS)
+    c = simulate(small_spec(seed=8, workload={"name": "sharegpt", "num_requests": 40, "n": 2}))
+    assert not c.requests.equals(a.requests)
+
+
+@pytest.mark.parametrize(
+    "alloc, sched",
+    [
+        ("paged", "vllm"),
+        ("max", "orca"),
+        ("pow2", "orca"),
+        ("oracle", "orca"),
+        ("oracle", "static"),
+    ],
+)
+def test_every_request_ends_and_invariants_hold(alloc, sched):
+    res = simulate(small_spec(allocator={"kind": alloc}, scheduler={"kind": sched}))
+    assert len(res.requests) == 60
+    assert (res.requests["status"] == "finished").all()
+    assert res.summary["num_finished"] == 60
+    total = sum(res.summary[c] for c in METRIC_COLUMNS if c.startswith("mem_"))
+    assert total == pytest.approx(1.0)
+
+
+def test_max_allocator_with_a_pool_below_max_model_len_is_a_config_error():
+    with pytest.raises(ConfigError, match="max_model_len = 2048"):
+        simulate(
+            small_spec(
+                hardware={"kv_slots": 2000}, allocator={"kind": "max"}, scheduler={"kind": "orca"}
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "alloc, sched", [("paged", "vllm"), ("oracle", "orca"), ("oracle", "static")]
+)
+def test_a_request_longer_than_the_whole_pool_is_rejected_with_reason(alloc, sched):
+    spec = small_spec(
+        hardware={"kv_slots": 512}, allocator={"kind": alloc}, scheduler={"kind": sched}
+    )
+    trace = make_trace([(0.0, 100, 20), (0.1, 600, 10), (0.2, 50, 5)])
+    res = simulate(spec, trace=trace)
+    req = res.requests.set_index("request_id")
+    assert req["status"].tolist() == ["finished", "rejected", "finished"]
+    assert req.loc[1, "reason"] != ""
+    assert res.summary["num_rejected"] == 1
+
+
+def test_time_limit_reports_unfinished_requests():
+    spec = small_spec(max_sim_time_s=5.0)
+    res = simulate(spec)
+    assert len(res.requests) == 60
+    status = res.requests["status"]
+    assert set(status) <= {"finished", "unfinished"}
+    assert (status == "unfinished").sum() == res.extra["num_unfinished"] > 0
+    late = res.requests[res.requests["arrival_s"] > 5.0]
+    assert (late["reason"].str.contains("arrives after")).all()
+    assert res.extra["makespan_s"] <= 5.0
+
+
+def _sched(kind, alloc, **spec):
+    return SCHEDULERS[kind](
+        SchedulerSpec(**spec), alloc, max_model_len=64, rng=np.random.default_rng(0)
+    )
+
+
+def test_arrivals_at_a_step_boundary_join_that_step():
+    # steps of 0.25 s; request 1 arrives exactly when the first step ends (t = 0.25)
+    sched = _sched("vllm", TinyPaged(32, 4))
+    trace = make_trace([(0.0, 4, 3), (0.25, 4, 2)])
+    res = run_engine(trace, sched, constant_step(0.25), every_step=True, check_invariants=True)
+    ts = res.timeseries
+    assert ts["t_s"].tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert ts["num_prefill_tokens"].tolist() == [4, 4, 0, 0]  # admitted at 0.25, not later
+    assert res.requests["first_token_s"].tolist() == [0.25, 0.5]
+
+
+def test_engine_idles_until_the_next_arrival_and_counts_idle_memory():
+    sched = _sched("vllm", TinyPaged(32, 4))
+    trace = make_trace([(1.0, 4, 2), (3.0, 4, 2)])
+    res = run_engine(trace, sched, constant_step(0.5), every_step=True)
+    ts = res.timeseries
+    assert ts["t_s"].tolist() == [0.0, 1.0, 1.5, 2.0, 3.0, 3.5]
+    assert ts["num_steps"].tolist() == [0, 1, 1, 0, 1, 1]
+    assert ts["duration_s"].tolist() == [1.0, 0.5, 0.5, 1.0, 0.5, 0.5]
+    assert res.extra["makespan_s"] == 3.0  # first arrival at 1.0, last step ends at 4.0
+    assert ts["mem_unused_frac"].iloc[0] == 1.0
+
+
+def contiguous(kind, slots=256, granule=16):
+    spec = AllocatorSpec(kind=kind, granule_slots=granule)
+    return make_allocator(spec, capacity_slots=slots, cpu_capacity_slots=0, max_model_len=64)
+
+
+def test_orca_mixes_new_prefills_with_running_decodes():
+    sched = _sched("orca", contiguous("oracle"))
+    trace = make_trace([(0.0, 10, 3), (0.15, 6, 2)])
+    res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
+    ts = res.timeseries
+    # t=0: prefill r0; t=0.1: decode r0; t=0.2: decode r0 + prefill r1 (mixed); t=0.3: decode r1
+    assert ts["num_prefill_tokens"].tolist() == [10, 0, 6, 0]
+    assert ts["num_decode_tokens"].tolist() == [0, 1, 1, 1]
+    assert ts["batch_size"].tolist() == [1, 1, 2, 1]
+
+
+def test_orca_max_admits_only_what_fits_max_model_len_reservations():
+    # 256 slots / 64-slot Max reservations: 4 requests at a time, the 5th waits (LATER)
+    sched = _sched("orca", contiguous("max"))
+    trace = make_trace([(0.0, 4, 3)] * 5)
+    res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
+    ts = res.timeseries
+    assert ts["num_prefill_tokens"].tolist() == [16, 0, 0, 4, 0, 0]
+    assert ts["mem_external_frag_frac"].iloc[0] == 0.0  # every slot reserved: nothing free
+    assert ts["num_waiting"].tolist()[:3] == [1, 1, 1]
+
+
+def test_static_batches_wait_for_the_whole_batch():
+    sched = _sched("static", contiguous("oracle"), max_batch_size=2)
+    trace = make_trace([(0.0, 4, 2), (0.0, 4, 4), (0.0, 4, 1)])
+    res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
+    ts = res.timeseries
+    # batch {0, 1}: prefill, then decodes until r1's 4th token; r0 leaves the decode batch
+    assert ts["num_prefill_tokens"].tolist() == [8, 0, 0, 0, 4]
+    assert ts["num_decode_tokens"].tolist() == [0, 2, 1, 1, 0]
+    req = res.requests.set_index("request_id")
+    assert req["finish_s"].round(9).tolist() == [0.4, 0.4, 0.5]  # results return with the batch
+    assert req["first_token_s"].round(9).tolist() == [0.1, 0.1, 0.5]
+
+
+def test_paged_allocator_through_vllm_scheduler_with_beams_and_samples():
+    spec = AllocatorSpec(kind="paged", block_size=4, watermark=0.0)
+    alloc = make_allocator(spec, capacity_slots=96, cpu_capacity_slots=96, max_model_len=64)
+    sched = _sched("vllm", alloc)
+    trace = make_trace([(0.0, 6, 6, 3), (0.0, 5, 6, 1, 3), (0.1, 10, 8), (0.2, 7, 6, 2)])
+    res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
+    assert (res.requests["status"] == "finished").all()
+    assert res.extra["num_copied_blocks"] > 0
