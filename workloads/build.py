@@ -5,7 +5,9 @@ Steps, all randomness from the one ``rng`` (same spec + same seed -> identical t
 1. look up the workload (``registry.py``); load its length table (or, for
    synthetic workloads, draw lengths);
 2. filter (``filters.py``) with the shared prefix counted in the prompt; every drop
-   is reported in ``Trace.dropped`` under its reason;
+   is reported in ``Trace.dropped`` under its reason (for table workloads the
+   counts are rows of the source table removed before sampling; for synthetic ones,
+   draws rejected while filling ``num_requests``);
 3. choose requests: ``num_requests`` rows sampled with or without replacement
    (``workload.replace``; without replacement, asking for more rows than remain is a
    ConfigError), or as many as arrive before ``duration_s``; replay takes the

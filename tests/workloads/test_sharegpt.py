@@ -73,3 +73,18 @@ def test_empty_list_is_complete(tmp_path):
     path.write_text("[ ]")
     convs, report = read_sharegpt(path)
     assert convs == [] and not report.is_truncated and report.num_records == 0
+
+
+def test_tokenizer_json_option_matches_default(tmp_path):
+    pytest.importorskip("tokenizers")
+    from pagesim.workloads.tokenizer import load_token_counter
+
+    default = load_token_counter()
+    default.tokenizer.save(str(tmp_path / "tokenizer.json"))
+    texts = ["How to tell if a customer segment is well segmented?", "naïve café 😀"]
+    assert load_token_counter(tmp_path).count(texts).tolist() == default.count(texts).tolist()
+    with pytest.raises(DataError, match="tokenizer file not found"):
+        load_token_counter(tmp_path / "missing.json")
+    (tmp_path / "broken.json").write_text("{}")
+    with pytest.raises(DataError, match="broken.json: not a readable tokenizer.json"):
+        load_token_counter(tmp_path / "broken.json")
