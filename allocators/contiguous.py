@@ -20,8 +20,10 @@ search) reserves one region per sequence at admission; ``fork`` hands the child 
 next spare region and copies the parent's context into it (counted in
 ``Transfers.num_copied_blocks`` in granules). Freeing a sequence of a group that
 still has live sequences returns its region to the group's spares (beam search
-drops a beam and forks another into its region); the last free of a group releases
-every region. A sequence never grows past its reservation.
+drops a beam and forks another into its region: free the dropped beams *before*
+forking the kept ones, since while all ``max_num_seqs`` beams live every region is
+held); the last free of a group releases every region. A sequence never grows past
+its reservation.
 
 Accounting (``usage``), per region of ``A`` allocated slots holding ``R`` reserved::
 
