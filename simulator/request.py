@@ -57,11 +57,11 @@ class SequenceGroup:
     finish_s: float = float("nan")
     num_preemptions: int = 0
     num_cached_tokens: int = 0
+    #: sequences the group runs once forked (vLLM v0 ``get_max_num_running_seqs``)
+    max_num_seqs: int = field(init=False)
 
-    @property
-    def max_num_seqs(self) -> int:
-        """Sequences the group runs once forked (vLLM v0 ``get_max_num_running_seqs``)."""
-        return max(self.n, self.beam_width)
+    def __post_init__(self) -> None:
+        self.max_num_seqs = max(self.n, self.beam_width)
 
     @property
     def is_multi_seq(self) -> bool:

@@ -65,6 +65,8 @@ class VllmScheduler(Scheduler):
     # ---- 1. admission --------------------------------------------------------------
 
     def _admit(self) -> list[SequenceGroup]:
+        if not self.waiting:
+            return []
         spec = self.spec
         prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
         num_batched_tokens = 0
@@ -162,6 +164,8 @@ class VllmScheduler(Scheduler):
     # ---- 3. swap in --------------------------------------------------------------------
 
     def _swap_in(self) -> None:
+        if not self.swapped:
+            return
         self.swapped.sort(key=by_arrival)
         num_curr_seqs = sum(g.max_num_seqs for g in self.running)
         while self.swapped:
