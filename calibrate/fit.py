@@ -14,8 +14,11 @@ memory-bound when its arithmetic intensity flops/bytes is below a threshold, so 
 candidate threshold (the midpoints between the sorted intensities, plus all-memory and
 all-compute) gives a linear problem; the best one by the true (max) model's error is then
 refined by reassigning each point to the larger of its two roofline terms until the
-error stops falling. A roofline coefficient that binds on no training point (decode
-attention is never compute-bound) is not identified by the data and is written as 0. 20% of the points (seeded) are held out of the fit and give the
+error stops falling. A roofline coefficient whose removal changes no training prediction by
+more than 1% (decode attention is never compute-bound) is not identified by the data and
+is written as 0; so is the compute side when a memory-only fit is within 10% of the
+best fit's squared error (decode attention's intensity is near 1 FLOP/byte, where the
+two sides cannot be told apart). 20% of the points (seeded) are held out of the fit and give the
 held-out MAPE and worst relative error written to the profile.
 """
 
@@ -33,6 +36,8 @@ from pagesim.simulator.costmodel.profile import TERM_NAMES, Term
 HOLDOUT_FRACTION = 0.2
 MIN_POINTS_FOR_HOLDOUT = 5
 MAX_THRESHOLDS = 48
+UNBOUND_REL_CHANGE = 0.01
+PARSIMONY = 1.1
 
 TERM_EXTRAS: dict[str, tuple[str, ...]] = {
     "gemm": (),
@@ -136,20 +141,27 @@ def fit_coefficients(
         if loss >= best_loss * (1 - 1e-9):
             break
         best, best_loss = coefs, loss
+    memory_only = _solve(feats, y, extras, np.ones_like(y, dtype=bool))
+    if _loss(memory_only, feats, y) <= PARSIMONY * best_loss:
+        best = memory_only
     return _drop_unbound_roofline(best, feats)
 
 
 def _drop_unbound_roofline(
     coefs: dict[str, float], feats: dict[str, np.ndarray]
 ) -> dict[str, float]:
-    """Zero a roofline coefficient that binds on no point: the data do not identify it."""
-    mem = coefs.get("s_per_byte", 0.0) * feats["bytes"]
-    comp = coefs.get("s_per_flop", 0.0) * feats["flops"]
+    """Drop a roofline coefficient that changes no prediction by more than 1%.
+
+    Such a coefficient binds on no point (or only within noise): the data do not identify
+    it, and a fitted value would be an artefact (decode attention is never compute-bound).
+    """
+    full = predict(coefs, feats)
     out = dict(coefs)
-    if not (comp > mem).any():
-        out.pop("s_per_flop", None)
-    elif not (mem >= comp).any():
-        out.pop("s_per_byte", None)
+    for name in ("s_per_flop", "s_per_byte"):
+        if name in out:
+            trial = {k: v for k, v in out.items() if k != name}
+            if np.max(np.abs(predict(trial, feats) - full) / full) < UNBOUND_REL_CHANGE:
+                out = trial
     return {k: v for k, v in out.items() if v > 0 or k == "const_s"}
 
 

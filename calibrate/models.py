@@ -87,3 +87,22 @@ def model_dims(name: str) -> ModelDims:
     if dims is None:
         raise ConfigError(f"--model {name!r} is not known; known models: {sorted(KNOWN_MODELS)}")
     return dims
+
+
+def closest_gpu_spec(device_name: str, memory_bytes: int | None = None) -> str:
+    """The key of ``pagesim.simulator.specs.GPUS`` that best matches a device's name.
+
+    Score: how many of the key's dash-separated parts (``a100``, ``40gb``, ``sxm``) occur in
+    the lower-cased device name; ties, and devices matching no key, go to the spec whose
+    memory size is closest. Used for the profile's ``gpu_spec`` (projection to other GPUs).
+    """
+    from pagesim.simulator.specs import GPUS
+
+    name = device_name.lower().replace(" ", "-")
+
+    def score(key: str) -> tuple[int, float]:
+        hits = sum(part in name for part in key.split("-"))
+        mem_gap = abs(GPUS[key].memory_bytes - memory_bytes) if memory_bytes else 0.0
+        return (hits, -mem_gap)
+
+    return max(sorted(GPUS), key=score)

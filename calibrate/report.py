@@ -1,0 +1,140 @@
+"""report.md and the predicted-vs-measured plots, from the measurements and the fits.
+
+Drawn from saved results only (the measurements CSV and the run's metadata), so
+``pagesim calibrate report DIR`` rebuilds them without a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pagesim.calibrate.fit import TermFit
+from pagesim.calibrate.targets import Target
+
+REPORT_MD = "report.md"
+PLOT_PNG = "fit_predicted_vs_measured.png"
+
+
+def plot_fits(fits: dict[str, TermFit], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    num = len(fits)
+    cols = min(num, 3)
+    rows = -(-num // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 4.0 * rows), squeeze=False)
+    for ax, (term, fit) in zip(axes.flat, fits.items(), strict=False):
+        meas_us, pred_us = fit.measured_s * 1e6, fit.predicted_s * 1e6
+        ax.loglog(
+            meas_us[~fit.is_heldout], pred_us[~fit.is_heldout], ".", alpha=0.6, label="fitted on"
+        )
+        ax.loglog(meas_us[fit.is_heldout], pred_us[fit.is_heldout], "x", label="held out")
+        lo, hi = min(meas_us.min(), pred_us.min()), max(meas_us.max(), pred_us.max())
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        mape = fit.heldout_mape
+        ax.set_title(
+            f"{term}\nheld-out MAPE {'n/a' if mape is None else f'{mape:.1%}'}", fontsize=9
+        )
+        ax.set_xlabel("measured (us)")
+        ax.set_ylabel("predicted (us)")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[num:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _fmt(x: float | None, unit: str = "", scale: float = 1.0, spec: str = ".3g") -> str:
+    return "—" if x is None else f"{x * scale:{spec}}{unit}"
+
+
+def _model(dims: dict[str, Any]) -> str:
+    rest = ", ".join(f"{k} {dims[k]}" for k in sorted(dims) if k != "name")
+    return f"{dims.get('name', '?')} ({rest})"
+
+
+def _rates(coefficients: dict[str, float]) -> str:
+    parts = []
+    if coefficients.get("s_per_byte"):
+        parts.append(f"{1 / coefficients['s_per_byte'] / 1e9:.0f} GB/s")
+    if coefficients.get("s_per_flop"):
+        parts.append(f"{1 / coefficients['s_per_flop'] / 1e12:.1f} TFLOP/s")
+    return ", ".join(parts) or "—"
+
+
+def render_report(
+    meta: dict[str, Any], fits: dict[str, TermFit], targets: list[Target], num_rows: int
+) -> str:
+    dev = meta["device"]
+    lines = [
+        f"# Calibration report: {dev['name']}",
+        "",
+        f"- command: `{meta['command']}`",
+        f"- date: {meta['date']}; model: {_model(meta['model'])}; grid: {'quick' if meta['quick'] else 'full'}, "
+        f"{num_rows} measurements; fit seed {meta['fit_seed']}",
+        f"- device: {dev['name']}, SM clock {_fmt(dev.get('sm_clock_mhz'), ' MHz', spec='.0f')}, "
+        f"memory clock {_fmt(dev.get('memory_clock_mhz'), ' MHz', spec='.0f')}, "
+        f"L2 {_fmt(dev.get('l2_bytes'), ' MiB', 1 / 2**20, '.0f')}, memory {_fmt(dev.get('memory_bytes'), ' GiB', 1 / 2**30, '.0f')}",
+        f"- software: {', '.join(f'{k} {v}' for k, v in dev.get('software', {}).items()) or '—'}",
+        f"- measured copy bandwidth (read + write): {meta['copy_bandwidth_bytes_per_s'] / 1e9:.0f} GB/s",
+        f"- timing: {', '.join(f'{k} {v}' for k, v in sorted(meta['timing'].items()))} (CUDA events, L2 flushed before each run)",
+        "",
+        "## Targets",
+        "",
+        "| target | threshold | measured | pass | detail |",
+        "|---|---|---|---|---|",
+    ]
+    for t in targets:
+        verdict = "—" if t.passed is None else ("yes" if t.passed else "**no**")
+        lines.append(
+            f"| {t.name} | {t.threshold} | {_fmt(t.measured, '%', 100, '.1f')} | {verdict} | {t.detail} |"
+        )
+    lines += [
+        "",
+        "## Fits (time_s = const_s + max(s_per_byte·bytes, s_per_flop·flops) + s_per_block·blocks + s_per_seq·seqs)",
+        "",
+        "| term | points | held-out MAPE | worst held-out | train MAPE | achieved rates | coefficients |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for term, fit in fits.items():
+        coefs = ", ".join(f"{k} {v:.3g}" for k, v in fit.coefficients.items())
+        lines.append(
+            f"| {term} | {fit.num_points} | {_fmt(fit.heldout_mape, '%', 100, '.1f')} | "
+            f"{_fmt(fit.heldout_max_err, '%', 100, '.1f')} | {fit.train_mape:.1%} | {_rates(fit.coefficients)} | {coefs} |"
+        )
+    nonconv = meta.get("num_not_converged")
+    lines += [
+        "",
+        f"![predicted vs measured]({PLOT_PNG})",
+        "",
+        "Notes: achieved rates are 1 / s_per_byte and 1 / s_per_flop of each fit. "
+        f"{'' if not nonconv else f'{nonconv} measurements stopped at the maximum repeat count before their spread was tight (see is_converged in the CSV). '}"
+        "Terms not measured here (step_overhead) come from the analytic profile when the simulator loads this one.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(
+    out_dir: Path,
+    meta: dict[str, Any],
+    fits: dict[str, TermFit],
+    targets: list[Target],
+    num_rows: int,
+) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    plot = plot_fits(fits, out_dir / PLOT_PNG)
+    report = out_dir / REPORT_MD
+    report.write_text(render_report(meta, fits, targets, num_rows))
+    return report, plot
+
+
+def count_not_converged(is_converged: np.ndarray) -> int:
+    return int((~is_converged.astype(bool)).sum())
