@@ -19,7 +19,8 @@ Progress of a group after a step (:meth:`_advance`), the same for every schedule
 - beam search keeps ``beam_width`` beams every step. With no model to score them,
   each kept beam's parent is drawn uniformly, with replacement, among the current
   beams from the run's seeded generator; a parent chosen c times continues as the
-  first of them and forks c - 1 children; parents never chosen are freed. Uniform
+  first of them and forks c - 1 children; parents never chosen are freed first
+  (a contiguous allocator forks into the regions they leave). Uniform
   parents with replacement give the coalescing ancestry (beams share long prefixes)
   that the paper's beam-sharing savings come from;
 - when the group has generated ``output_len`` tokens it is finished (no forks on the
@@ -272,15 +273,15 @@ class Scheduler(ABC):
     def _beam_step(self, group: SequenceGroup) -> None:
         beams = list(group.seq_ids)
         parents = self.rng.integers(0, len(beams), size=group.beam_width)
-        counts = np.bincount(parents, minlength=len(beams))
-        group.seq_ids = []
-        dropped = []
-        for parent, count in zip(beams, counts.tolist(), strict=True):
+        counts = np.bincount(parents, minlength=len(beams)).tolist()
+        # free the beams not chosen first: a contiguous allocator forks into their regions
+        for beam, count in zip(beams, counts, strict=True):
             if count == 0:
-                dropped.append(parent)
+                self._free_seq(beam)
+        group.seq_ids = []
+        for parent, count in zip(beams, counts, strict=True):
+            if count == 0:
                 continue
             group.seq_ids.append(parent)
             for _ in range(count - 1):
                 self.allocator.fork(parent, self._new_seq_id(group))
-        for parent in dropped:
-            self._free_seq(parent)

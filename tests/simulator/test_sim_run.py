@@ -174,3 +174,12 @@ def test_paged_allocator_through_vllm_scheduler_with_beams_and_samples():
     res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
     assert (res.requests["status"] == "finished").all()
     assert res.extra["num_copied_blocks"] > 0
+
+
+@pytest.mark.parametrize("kind", ["orca", "static"])
+def test_beam_search_on_contiguous_reservations(kind):
+    sched = _sched(kind, contiguous("oracle", slots=512))
+    trace = make_trace([(0.0, 6, 12, 1, 4), (0.0, 5, 9, 1, 3)])
+    res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
+    assert (res.requests["status"] == "finished").all()
+    assert res.timeseries["num_decode_tokens"].max() == 7  # 4 + 3 beams decoding together
