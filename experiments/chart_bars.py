@@ -82,8 +82,10 @@ def grouped_bars(ctx: ChartContext, chart: ChartSpec, *, y: str, what: str) -> F
 
 
 def batch_size(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Average batch size per point, grouped bars (Figure 13)."""
     return grouped_bars(ctx, chart, y="avg_batch_size", what="average batch size")
 
 
 def throughput(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Throughput (req/s) per point, grouped bars (Figure 16's shared prefixes)."""
     return grouped_bars(ctx, chart, y="throughput_req_s", what="throughput")

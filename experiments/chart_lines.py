@@ -64,6 +64,7 @@ def line_chart(
 
 
 def latency_vs_rate(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Normalized latency vs request rate, a line per label (Figure 12; any ``x``/``y``)."""
     return line_chart(
         ctx,
         chart,
@@ -75,6 +76,7 @@ def latency_vs_rate(ctx: ChartContext, chart: ChartSpec) -> Figure:
 
 
 def latency_vs_block_size(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Normalized latency vs block size, a line per label (Figure 18b)."""
     return line_chart(
         ctx,
         chart,
@@ -86,6 +88,7 @@ def latency_vs_block_size(ctx: ChartContext, chart: ChartSpec) -> Figure:
 
 
 def swap_vs_recompute(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """Normalized latency vs block size, a line per preemption mode (Figure 19)."""
     return line_chart(
         ctx,
         chart,

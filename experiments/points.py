@@ -55,8 +55,8 @@ def _axes(spec: ExperimentSpec) -> list[list[dict[str, Any]]]:
 
 
 def _label(spec: ExperimentSpec, path_to_value: dict[str, Any]) -> str:
-    """The zipped values joined by ``+``; without zip groups, every swept value."""
-    paths = [p for group in spec.sweep.zip for p in group] or list(spec.sweep.grid)
+    """The first zip group's values joined by ``+``; without zip groups, every swept value."""
+    paths = list(spec.sweep.zip[0]) if spec.sweep.zip else list(spec.sweep.grid)
     return LABEL_SEPARATOR.join(str(path_to_value[p]) for p in paths) or spec.name
 
 

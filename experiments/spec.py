@@ -22,7 +22,8 @@ of seeds, a ``quick`` variant for a fast look, and the charts wanted::
     charts:
       - {kind: memory_breakdown}
 
-The zipped values of a point, joined by ``+`` (``orca+max``), are its ``label``:
+The values of the first zip group, joined by ``+`` (``orca+max``), are a point's
+``label`` (without zip groups: all its swept values):
 charts use it for legends and ``paper_targets.yaml`` keys the paper's numbers by
 it. Strictness comes from :class:`~pagesim.specbase.StrictSpec`: unknown keys and
 wrong types are errors; every sweep point is validated as a full RunSpec by

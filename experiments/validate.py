@@ -154,6 +154,15 @@ def _check_charts(spec: ExperimentSpec, source: str) -> None:
                 f"charts[{stem_to_index[stem]}]; give each chart a distinct 'file'"
             )
         stem_to_index[stem] = i
+        axes = [("x", chart.x), ("series", chart.series), ("facet", chart.facet)]
+        if chart.kind == "heatmap":
+            axes.append(("y", chart.y))
+        for role, column in axes:
+            if column is not None and "." in column and column not in spec.sweep.swept_paths:
+                raise ConfigError(
+                    f"{source}: charts[{i}].{role}: {column!r} is not swept; swept paths: "
+                    f"{', '.join(spec.sweep.swept_paths) or '(none)'}"
+                )
         if chart.kind not in CHART_KINDS:
             raise ConfigError(
                 f"{source}: charts[{i}].kind: unknown chart kind {chart.kind!r}; "
