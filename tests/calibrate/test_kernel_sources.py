@@ -20,6 +20,7 @@ def test_source_defines_every_kernel_name(file_name):
         )
 
 
+@pytest.mark.slow  # nvcc takes ~4 s per architecture for the attention kernels
 @pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not installed")
 @pytest.mark.parametrize("file_name", sorted(SOURCE_TO_KERNELS))
 def test_source_compiles_for_hopper_and_ampere(file_name, tmp_path):
