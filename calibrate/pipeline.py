@@ -68,7 +68,7 @@ def build_profile(meta: dict[str, Any], fits: dict[str, TermFit]) -> Profile:
             + notes
         )
     return Profile(
-        kind="analytic" if is_synthetic else "measured",
+        kind="synthetic" if is_synthetic else "measured",
         gpu_name=dev["name"],
         gpu_spec=meta["gpu_spec"],
         terms={name: fit.to_term() for name, fit in fits.items()},

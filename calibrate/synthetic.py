@@ -37,7 +37,7 @@ def reference_profile() -> Profile:
         "block_copy": Term({"const_s": 5e-6, "s_per_byte": 1 / 2.5e12, "s_per_block": 3e-8}),
         "swap": Term({"const_s": 1e-5, "s_per_byte": 1 / 25e9, "s_per_block": 2e-6}),
     }
-    return Profile(kind="analytic", gpu_name=SYNTHETIC_GPU_NAME, gpu_spec="h100", terms=terms)
+    return Profile(kind="synthetic", gpu_name=SYNTHETIC_GPU_NAME, gpu_spec="h100-sxm", terms=terms)
 
 
 class SyntheticBackend:

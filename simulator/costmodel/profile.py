@@ -4,7 +4,7 @@
 A profile is YAML::
 
     schema_version: 1
-    kind: measured            # measured | analytic | projected
+    kind: measured            # measured | analytic | projected | synthetic (test data, not a GPU)
     gpu_name: NVIDIA H200     # as the device reports it (analytic: the spec's name)
     gpu_spec: h200            # key of simulator.specs.GPUS, used for projection
     date: '2026-11-21'
@@ -46,7 +46,7 @@ from pagesim.errors import ConfigError
 
 SCHEMA_VERSION = 1
 
-PROFILE_KINDS = ("measured", "analytic", "projected")
+PROFILE_KINDS = ("measured", "analytic", "projected", "synthetic")
 
 #: The kernel families a profile may describe.
 TERM_NAMES = (

@@ -57,7 +57,7 @@ def test_fit_recovers_the_ground_truth_profile(calibrated):
         assert got.heldout_mape < 0.02  # noise is 1%: the model fits to the noise level
         assert got.num_points > 0
         assert all(v >= 0 for v in got.coefficients.values())
-    assert "SYNTHETIC" in profile.notes and profile.kind == "analytic"
+    assert "SYNTHETIC" in profile.notes and profile.kind == "synthetic"
     assert profile.gpu_spec in {"a100-40gb", "a100-80gb", "h100-sxm", "h200"}
 
 
