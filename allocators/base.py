@@ -98,6 +98,11 @@ class MemoryUsage:
     - unused_slots: free slots while nobody waits for memory.
 
     Shared blocks count once. The five sum to ``capacity_slots`` (checked on construction).
+
+    ``shared_saved_slots`` is what sharing saves now: the slots the live sequences
+    would hold if each had its own copy of every block, minus the slots they hold
+    (0 for allocators that never share). The paper's §6.3 "memory saving" is its
+    time-weighted ratio to the unshared total.
     """
 
     capacity_slots: int
@@ -106,6 +111,12 @@ class MemoryUsage:
     internal_frag_slots: int
     external_frag_slots: int
     unused_slots: int
+    shared_saved_slots: int = 0
+
+    @property
+    def held_slots(self) -> int:
+        """Slots held by sequences (token states + reservation + internal fragmentation)."""
+        return self.token_slots + self.reserved_slots + self.internal_frag_slots
 
     def __post_init__(self) -> None:
         parts = (
@@ -115,7 +126,7 @@ class MemoryUsage:
             self.external_frag_slots,
             self.unused_slots,
         )
-        if min(parts) < 0 or sum(parts) != self.capacity_slots:
+        if min(parts) < 0 or self.shared_saved_slots < 0 or sum(parts) != self.capacity_slots:
             from pagesim.errors import InvariantError
 
             raise InvariantError(f"memory usage does not add up to capacity: {self}")

@@ -417,6 +417,7 @@ class PagedAllocator(KVAllocator):
             - self.gpu.num_blocks * bs
             + (free_slots if is_blocked else 0),
             unused_slots=0 if is_blocked else free_slots,
+            shared_saved_slots=(sum(map(len, self._table_by_seq.values())) - num_used) * bs,
         )
 
     def check_invariants(self) -> None:

@@ -64,6 +64,8 @@ class StepRecorder:
         self.every_step = every_step
         #: slot-seconds of token / reserved / internal / external / unused over the run
         self.mem_slot_s = [0.0] * 5
+        #: slot-seconds saved by sharing (see MemoryUsage.shared_saved_slots)
+        self.shared_saved_slot_s = 0.0
         self.total_s = 0.0
         self.num_steps = 0
         self.num_decode_steps = 0
@@ -129,6 +131,14 @@ class StepRecorder:
         }
 
     @property
+    def sharing_saved_frac(self) -> float:
+        """Time-weighted blocks saved by sharing / blocks the sequences would hold unshared
+        (the paper's §6.3 "memory saving"); 0 when nothing is held or shared."""
+        held = self.mem_slot_s[0] + self.mem_slot_s[1] + self.mem_slot_s[2]
+        unshared = held + self.shared_saved_slot_s
+        return self.shared_saved_slot_s / unshared if unshared > 0 else 0.0
+
+    @property
     def avg_batch_size(self) -> float:
         return self.decode_batch_sum / self.num_decode_steps if self.num_decode_steps else 0.0
 
@@ -162,6 +172,7 @@ class StepRecorder:
             w = slots * duration_s
             total[i] += w
             acc.mem_slot_s[i] += w
+        self.shared_saved_slot_s += usage.shared_saved_slots * duration_s
         self.total_s += duration_s
         acc.duration_s += duration_s
         free_blocks = (usage.external_frag_slots + usage.unused_slots) // self.block_size

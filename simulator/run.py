@@ -158,6 +158,7 @@ def run_engine(
         "num_steps": float(recorder.num_steps),
         "num_unfinished": float(num_unfinished(requests)),
         "num_copied_blocks": float(recorder.num_copied_blocks),
+        "mem_sharing_saved_frac": recorder.sharing_saved_frac,
     }
     return RunResult(
         summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra

@@ -104,6 +104,7 @@ def test_usage_counts_shared_blocks_once_and_splits_the_last_block(req):
         internal_frag_slots=1,  # block 2: seq 1 stops at 3
         external_frag_slots=0,
         unused_slots=5 * 4,
+        shared_saved_slots=2 * 4,  # seqs 10 and 11 share blocks 0 and 1
     )
     blocked = alloc.usage({10: 7, 11: 20, 1: 3}, is_blocked=True)
     assert (blocked.external_frag_slots, blocked.unused_slots) == (20, 0)
@@ -136,3 +137,22 @@ def test_bad_input_names_the_problem(req):
         alloc.fork(5, 5)
     with pytest.raises(AllocatorError, match="no target length given for live sequence 5"):
         alloc.usage({}, is_blocked=False)
+
+
+def test_usage_reports_what_sharing_saves(req):
+    """Fork a 9-token prompt (3 blocks of 4) twice: 3 sequences hold 9 blocks logically,
+    3 physically, so sharing saves 6 blocks = 24 slots. A copy-on-write append turns one
+    shared block into a private one and the saving drops by one block."""
+    alloc = paged(16, block_size=4)
+    alloc.allocate(req(0, 9, max_num_seqs=3))
+    assert alloc.usage({0: 12}, False).shared_saved_slots == 0
+    alloc.fork(0, 1)
+    alloc.fork(0, 2)
+    usage = alloc.usage({0: 12, 1: 12, 2: 12}, False)
+    assert usage.shared_saved_slots == 6 * 4
+    assert usage.held_slots == 3 * 4
+    alloc.append_slot(1)  # the shared last block is copied for sequence 1
+    assert alloc.usage({0: 12, 1: 12, 2: 12}, False).shared_saved_slots == 5 * 4
+    alloc.free(2)
+    alloc.free(1)
+    assert alloc.usage({0: 12}, False).shared_saved_slots == 0
