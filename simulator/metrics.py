@@ -111,6 +111,58 @@ class StepRecorder:
         if self.every_step:
             self._close()
 
+    def record_decode_run(
+        self,
+        start_s,
+        duration_s,
+        mem_slots,
+        num_free_blocks,
+        *,
+        num_groups: int,
+        num_seqs: int,
+        queues: tuple[int, int, int],
+    ) -> None:
+        """K decode steps of one fixed batch at once (``simulator.fastforward``): what K
+        :meth:`record_step` calls would record. ``start_s``/``duration_s``/
+        ``num_free_blocks`` are length-K arrays, ``mem_slots`` is 5 × K (token,
+        reserved, internal, external, unused); nothing copied, swapped or cache-hit.
+        Window sums are added per window run, so totals differ from per-step sums only
+        by floating-point rounding."""
+        num_steps = len(start_s)
+        self.num_steps += num_steps
+        self.num_decode_steps += num_steps
+        self.decode_batch_sum += num_groups * num_steps
+        iv = self.sample_interval_s
+        if self.every_step:
+            bounds = list(range(num_steps + 1))
+        elif int(start_s[0] // iv) == int(start_s[-1] // iv):
+            bounds = [0, num_steps]
+        else:
+            index = [int(s // iv) for s in start_s.tolist()]
+            bounds = [0, *(i for i in range(1, num_steps) if index[i] != index[i - 1]), num_steps]
+        weighted = mem_slots * duration_s
+        free_weighted = num_free_blocks * duration_s
+        total = self.mem_slot_s
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            m = hi - lo
+            acc = self._open(float(start_s[lo]))
+            acc.num_steps += m
+            acc.batch_sum += num_groups * m
+            acc.decode_tokens += num_seqs * m
+            acc.queue_sums[0] += queues[0] * m
+            acc.queue_sums[1] += queues[1] * m
+            acc.queue_sums[2] += queues[2] * m
+            part = weighted[:, lo:hi].sum(axis=1).tolist()
+            for i in range(5):
+                total[i] += part[i]
+                acc.mem_slot_s[i] += part[i]
+            d = float(duration_s[lo:hi].sum())
+            self.total_s += d
+            acc.duration_s += d
+            acc.free_block_s += float(free_weighted[lo:hi].sum())
+            if self.every_step:
+                self._close()
+
     def record_idle(self, start_s: float, duration_s: float, usage: MemoryUsage) -> None:
         """No step ran over ``[start_s, start_s + duration_s)``; memory stayed at ``usage``."""
         if duration_s <= 0:

@@ -76,6 +76,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         check_invariants=spec.check_invariants,
         progress=progress,
         wall_start=wall_start,
+        decode_step_times_s=cost_model.decode_step_times_s if spec.engine == "fast" else None,
     )
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
     return result
@@ -92,11 +93,13 @@ def run_engine(
     check_invariants: bool = False,
     progress: bool = False,
     wall_start: float | None = None,
+    decode_step_times_s=None,
 ) -> RunResult:
     """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``.
 
     The part of :func:`simulate` below the factories: tests drive it with small
-    allocators and constant step times.
+    allocators and constant step times. ``decode_step_times_s`` (the vectorised form
+    of ``step_time_s`` for pure-decode runs) turns on fast-forward.
     """
     wall_start = time.perf_counter() if wall_start is None else wall_start
     allocator = scheduler.allocator
@@ -114,6 +117,13 @@ def run_engine(
         if bar is not None:
             bar.update(1)
 
+    fast_forward = None
+    if decode_step_times_s is not None:
+        from pagesim.simulator.fastforward import FastForward
+
+        fast_forward = FastForward(
+            scheduler, decode_step_times_s, recorder, max_sim_time_s=max_sim_time_s
+        )
     env = simpy.Environment()
     engine = Engine(
         env,
@@ -123,6 +133,7 @@ def run_engine(
         recorder,
         on_done,
         check_invariants=check_invariants,
+        fast_forward=fast_forward,
     )
     if max_sim_time_s is None:
         env.run(until=engine.process)
@@ -160,6 +171,8 @@ def run_engine(
         "num_copied_blocks": float(recorder.num_copied_blocks),
         "mem_sharing_saved_frac": recorder.sharing_saved_frac,
     }
+    if fast_forward is not None:
+        extra["num_fast_forwarded_steps"] = float(fast_forward.num_ff_steps)
     return RunResult(
         summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
     )

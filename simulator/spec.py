@@ -9,7 +9,7 @@ checked against their registries by the layers that own them when a run is built
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 ``allocator.block_size``): ``workload``, ``arrivals``, ``hardware``, ``allocator``,
 ``scheduler``, ``metrics``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
-``check_invariants``.
+``check_invariants``, ``engine``.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class RunSpec(_Spec):
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
+    #: "step" simulates every step; "fast" fast-forwards decode segments (same results)
+    engine: Literal["step", "fast"] = "step"
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:
