@@ -31,7 +31,7 @@ def sh(*cmd: str | Path) -> None:
 
 
 def setup(extras: str) -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - runs under the system python, before the venv exists
         sys.exit(f"pagesim needs Python 3.11+, this is {sys.version.split()[0]}")
     if not (BIN / "python").exists():
         print(f"creating virtual environment {VENV.name}/", flush=True)
@@ -52,7 +52,14 @@ def main(argv: list[str]) -> int:
     setup(EXTRAS[task])
     try:
         if task == "run":
-            sh(BIN / "pagesim", "run", "experiments/memory_waste.yaml", "--out", "out/memory_waste", *rest)
+            sh(
+                BIN / "pagesim",
+                "run",
+                "experiments/memory_waste.yaml",
+                "--out",
+                "out/memory_waste",
+                *rest,
+            )
         elif task == "test":
             sh(BIN / "ruff", "check", ".")
             sh(BIN / "python", "-m", "pytest", "-q", "-n", "2", *rest)
