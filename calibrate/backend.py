@@ -22,6 +22,8 @@ class DeviceInfo:
     l2_bytes: int | None = None
     memory_bytes: int | None = None
     software: dict[str, str] = field(default_factory=dict)
+    #: the pagesim GPU spec key, when the backend knows it (otherwise guessed from name and memory)
+    gpu_spec: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

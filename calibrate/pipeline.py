@@ -112,7 +112,7 @@ def calibrate(
     df = run_plan(cases, backend, policy, on_progress)
     meta = {
         "device": info.as_dict(),
-        "gpu_spec": closest_gpu_spec(info.name, info.memory_bytes),
+        "gpu_spec": info.gpu_spec or closest_gpu_spec(info.name, info.memory_bytes),
         "copy_bandwidth_bytes_per_s": copy_bw,
         "command": command,
         "date": datetime.date.today().isoformat(),

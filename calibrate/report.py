@@ -19,15 +19,14 @@ PLOT_PNG = "fit_predicted_vs_measured.png"
 
 
 def plot_fits(fits: dict[str, TermFit], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot: drawing a report must not switch the caller's backend
+    from matplotlib.figure import Figure
 
     num = len(fits)
     cols = min(num, 3)
     rows = -(-num // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 4.0 * rows), squeeze=False)
+    fig = Figure(figsize=(4.2 * cols, 4.0 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (term, fit) in zip(axes.flat, fits.items(), strict=False):
         meas_us, pred_us = fit.measured_s * 1e6, fit.predicted_s * 1e6
         ax.loglog(
@@ -47,7 +46,6 @@ def plot_fits(fits: dict[str, TermFit], path: Path) -> Path:
         ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

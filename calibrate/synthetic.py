@@ -54,7 +54,11 @@ class SyntheticBackend:
         self.copy_bandwidth = copy_bandwidth_bytes_per_s
 
     def device_info(self) -> DeviceInfo:
-        return DeviceInfo(name=SYNTHETIC_GPU_NAME, software={"backend": "synthetic"})
+        return DeviceInfo(
+            name=SYNTHETIC_GPU_NAME,
+            software={"backend": "synthetic"},
+            gpu_spec=self.truth.gpu_spec,
+        )
 
     def copy_bandwidth_bytes_per_s(self, policy: TimingPolicy) -> float:
         return self.copy_bandwidth

@@ -58,6 +58,7 @@ def test_fit_recovers_the_ground_truth_profile(calibrated):
         assert got.num_points > 0
         assert all(v >= 0 for v in got.coefficients.values())
     assert "SYNTHETIC" in profile.notes and profile.kind == "synthetic"
+    assert profile.gpu_spec == "h100-sxm"  # the synthetic truth's GPU, not a guess
     assert profile.gpu_spec in {"a100-40gb", "a100-80gb", "h100-sxm", "h200"}
 
 
