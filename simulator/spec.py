@@ -98,8 +98,11 @@ class RunSpec(_Spec):
         sched, alloc = self.scheduler.kind, self.allocator.kind
         if sched == "vllm" and alloc != "paged":
             raise ValueError(f"scheduler 'vllm' needs allocator 'paged', got {alloc!r}")
-        if sched == "static" and alloc == "paged":
-            raise ValueError("scheduler 'static' needs a contiguous allocator (max, pow2 or oracle)")
+        if sched in ("orca", "static") and alloc == "paged":
+            raise ValueError(
+                f"scheduler {sched!r} needs a contiguous allocator (max, pow2 or oracle): "
+                "it never preempts, so a paged pool could run out under a running request"
+            )
         return self
 
 
