@@ -25,8 +25,15 @@ from pagesim.specbase import format_validation_error
 from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
 
 __all__ = [
-    "AllocatorSpec", "ArrivalSpec", "HardwareSpec", "LengthDist", "MetricsSpec", "RunSpec",
-    "SchedulerSpec", "WorkloadSpec", "run_spec_from_dict",
+    "AllocatorSpec",
+    "ArrivalSpec",
+    "HardwareSpec",
+    "LengthDist",
+    "MetricsSpec",
+    "RunSpec",
+    "SchedulerSpec",
+    "WorkloadSpec",
+    "run_spec_from_dict",
 ]
 
 

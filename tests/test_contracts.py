@@ -67,7 +67,9 @@ def test_run_spec_is_strict_and_names_the_key():
     with pytest.raises(ConfigError, match="needs allocator 'paged'"):
         run_spec_from_dict({"scheduler": {"kind": "vllm"}, "allocator": {"kind": "max"}}, "x.yaml")
     with pytest.raises(ConfigError, match="never preempts"):
-        run_spec_from_dict({"scheduler": {"kind": "orca"}, "allocator": {"kind": "paged"}}, "x.yaml")
+        run_spec_from_dict(
+            {"scheduler": {"kind": "orca"}, "allocator": {"kind": "paged"}}, "x.yaml"
+        )
     with pytest.raises(ConfigError, match="rate_req_s"):
         run_spec_from_dict({"arrivals": {"rate_req_s": 0}}, "x.yaml")
 
