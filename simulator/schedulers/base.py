@@ -187,6 +187,31 @@ class Scheduler(ABC):
             self._free_seq(seq_id)
         group.seq_ids = []
 
+    def _admit_head(self) -> AllocStatus:
+        """Try the head of the waiting queue against a reserving allocator (Orca, static).
+
+        OK: allocated and running; NEVER: rejected with a reason (the caller moves on);
+        LATER: left waiting and ``is_blocked`` set (head-of-line blocking).
+        """
+        group = self.waiting[0]
+        status = self._admission_status(group)
+        if status is AllocStatus.LATER:
+            self.is_blocked = True
+        elif status is AllocStatus.NEVER:
+            self.waiting.popleft()
+            alloc = self.allocator
+            self._reject(
+                group,
+                f"a {alloc.kind} reservation for prompt {group.prompt_len} + output "
+                f"{group.output_len} (x{group.max_num_seqs} sequences) can never fit the "
+                f"{alloc.capacity_slots}-slot KV pool",
+            )
+        else:
+            self.waiting.popleft()
+            self._allocate(group)
+            self.running.append(group)
+        return status
+
     def _admission_status(self, group: SequenceGroup) -> AllocStatus:
         true_len = group.output_len if self.allocator.needs_true_output_len else None
         return self.allocator.can_allocate(group.alloc_request(-1), true_len)

@@ -59,26 +59,11 @@ class OrcaScheduler(Scheduler):
                 continue
             if num_curr_seqs + group.max_num_seqs > self.spec.max_num_seqs:
                 break
-            status = self._admission_status(group)
+            status = self._admit_head()
             if status is AllocStatus.LATER:
-                self.is_blocked = True
                 break
             if status is AllocStatus.NEVER:
-                self.waiting.popleft()
-                self._reject(group, never_fits_reason(self, group))
                 continue
-            self.waiting.popleft()
-            self._allocate(group)
-            self.running.append(group)
             admitted.append(group)
             num_curr_seqs += group.max_num_seqs
         return admitted
-
-
-def never_fits_reason(scheduler: Scheduler, group: SequenceGroup) -> str:
-    """Why a contiguous allocator said NEVER, in words."""
-    alloc = scheduler.allocator
-    return (
-        f"a {alloc.kind} reservation for prompt {group.prompt_len} + output {group.output_len} "
-        f"(x{group.max_num_seqs} sequences) can never fit the {alloc.capacity_slots}-slot KV pool"
-    )

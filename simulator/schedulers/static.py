@@ -22,7 +22,6 @@ from pagesim.allocators.base import AllocStatus
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.request import SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler
-from pagesim.simulator.schedulers.orca import never_fits_reason
 
 
 class StaticScheduler(Scheduler):
@@ -51,16 +50,10 @@ class StaticScheduler(Scheduler):
         batch: list[SequenceGroup] = []
         while self.waiting and (limit is None or len(batch) < limit):
             group = self.waiting[0]
-            status = self._admission_status(group)
+            status = self._admit_head()
             if status is AllocStatus.LATER:
-                self.is_blocked = True
                 break
             if status is AllocStatus.NEVER:
-                self.waiting.popleft()
-                self._reject(group, never_fits_reason(self, group))
                 continue
-            self.waiting.popleft()
-            self._allocate(group)
-            self.running.append(group)
             batch.append(group)
         return batch
