@@ -1,5 +1,6 @@
-"""Simulator speed: ShareGPT, OPT-13B on one A100-40GB, vLLM scheduler, paged blocks of 16,
-10,000 requests at 2 req/s. Prints wall seconds and simulated steps per second.
+"""Step-engine speed (``engine: step``, the SimPy reference): ShareGPT, OPT-13B on one
+A100-40GB, vLLM scheduler, paged blocks of 16, 10,000 requests at 2 req/s. Prints wall
+seconds and simulated steps per second. The fast engine: ``bench_fastengine.py``.
 
     python benchmarks/bench_simulator.py [--num-requests N] [--repeats R]
 
@@ -30,6 +31,7 @@ def main() -> None:
             "hardware": {"model": "opt-13b", "gpu": "a100-40gb"},
             "allocator": {"kind": "paged", "block_size": 16},
             "scheduler": {"kind": "vllm"},
+            "engine": "step",
         }
     )
     walls, steps = [], 0.0

@@ -21,9 +21,9 @@ A run ends when every request has arrived and ended (finished or rejected), or a
 ``max_sim_time_s``: the step in flight is then abandoned and the requests still
 queued or running are reported ``unfinished``.
 
-Fast-forward (``RunSpec.engine = "fast"``, ``simulator.fastforward``): before each
-schedule, a run of identical-shape decode steps may be advanced in one timeout; the
-per-step path above stays the reference and runs whenever fast-forward declines.
+This engine is the reference: ``RunSpec.engine = "fast"`` runs the same semantics in
+``simulator.fastengine`` (no SimPy, O(1) work per decode step) where it applies, and
+the differential tests hold the two to the same results.
 
 Debug mode (``check_invariants``): after every ``schedule()`` and ``finish_step()``
 the allocator's and the scheduler's invariants are checked.
@@ -69,7 +69,6 @@ class Engine:
         on_done: Callable[[SequenceGroup], None],
         *,
         check_invariants: bool = False,
-        fast_forward=None,
     ):
         self.env = env
         self.scheduler = scheduler
@@ -81,10 +80,6 @@ class Engine:
         self.num_arrived = 0
         #: end of the last completed step or idle period (the run's end when it drains)
         self.last_event_s = 0.0
-        #: when the next request arrives (inf once all have); read by fast-forward
-        self.next_arrival_s = 0.0
-        #: a ``simulator.fastforward.FastForward`` or None (every step simulated)
-        self.fast_forward = fast_forward
         self._wakeup: Event | None = None
         env.process(self._arrivals(groups))
         self.process = env.process(self._loop())
@@ -93,7 +88,6 @@ class Engine:
         env = self.env
         for group in groups:
             if group.arrival_s > env.now:
-                self.next_arrival_s = group.arrival_s
                 yield _UrgentTimeout(env, group.arrival_s - env.now)
             self.scheduler.add(group)
             self.num_arrived += 1
@@ -101,26 +95,14 @@ class Engine:
                 self._wakeup.succeed()
                 self._wakeup = None
         self.is_arrivals_done = True
-        self.next_arrival_s = float("inf")
         if self._wakeup is not None:
             self._wakeup.succeed()
             self._wakeup = None
 
     def _loop(self):
         env, sched, alloc, rec = self.env, self.scheduler, self.scheduler.allocator, self.recorder
-        ff = self.fast_forward
         while True:
             start_s = env.now
-            segment = None if ff is None else ff.plan_segment(start_s, self.next_arrival_s)
-            if segment is not None:
-                yield env.timeout(segment.end_s - start_s)
-                ff.apply(segment, env.now)
-                self._collect_done()
-                if self.check:
-                    alloc.check_invariants()
-                    sched.check_invariants()
-                self.last_event_s = env.now
-                continue
             plan = sched.schedule(start_s)
             if plan.is_empty and sched.has_work:
                 # the step only preempted (by recompute): the freed memory admits now

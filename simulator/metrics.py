@@ -111,57 +111,62 @@ class StepRecorder:
         if self.every_step:
             self._close()
 
-    def record_decode_run(
+    def add_window(
         self,
-        start_s,
-        duration_s,
-        mem_slots,
-        num_free_blocks,
-        *,
-        num_groups: int,
-        num_seqs: int,
-        queues: tuple[int, int, int],
+        t_s: float,
+        duration_s: float,
+        num_steps: int,
+        batch_sum: int,
+        prefill_tokens: int,
+        decode_tokens: int,
+        mem_slot_s: tuple[float, float, float, float, float],
+        free_block_s: float,
+        queue_sums: tuple[int, int, int],
+        swapped: int = 0,
     ) -> None:
-        """K decode steps of one fixed batch at once (``simulator.fastforward``): what K
-        :meth:`record_step` calls would record. ``start_s``/``duration_s``/
-        ``num_free_blocks`` are length-K arrays, ``mem_slots`` is 5 × K (token,
-        reserved, internal, external, unused); nothing copied, swapped or cache-hit.
-        Window sums are added per window run, so totals differ from per-step sums only
-        by floating-point rounding."""
-        num_steps = len(start_s)
-        self.num_steps += num_steps
-        self.num_decode_steps += num_steps
-        self.decode_batch_sum += num_groups * num_steps
-        iv = self.sample_interval_s
-        if self.every_step:
-            bounds = list(range(num_steps + 1))
-        elif int(start_s[0] // iv) == int(start_s[-1] // iv):
-            bounds = [0, num_steps]
-        else:
-            index = [int(s // iv) for s in start_s.tolist()]
-            bounds = [0, *(i for i in range(1, num_steps) if index[i] != index[i - 1]), num_steps]
-        weighted = mem_slots * duration_s
-        free_weighted = num_free_blocks * duration_s
+        """One time-series row summed by the caller (``simulator.fastengine``): what the
+        :meth:`record_step` / :meth:`record_idle` calls of the steps and idle periods
+        starting in the window would have summed (each step's memory slots x duration,
+        added step by step in the same order, so the row is the same to the last bit).
+        ``t_s`` is the window's start (the step's start with ``every_step``). Adds the
+        memory to the run totals; the step counters come with :meth:`add_counts`.
+        Nothing copied, no prefix hits (the fast engine runs neither)."""
+        if num_steps == 0 and duration_s == 0:
+            return
         total = self.mem_slot_s
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            m = hi - lo
-            acc = self._open(float(start_s[lo]))
-            acc.num_steps += m
-            acc.batch_sum += num_groups * m
-            acc.decode_tokens += num_seqs * m
-            acc.queue_sums[0] += queues[0] * m
-            acc.queue_sums[1] += queues[1] * m
-            acc.queue_sums[2] += queues[2] * m
-            part = weighted[:, lo:hi].sum(axis=1).tolist()
-            for i in range(5):
-                total[i] += part[i]
-                acc.mem_slot_s[i] += part[i]
-            d = float(duration_s[lo:hi].sum())
-            self.total_s += d
-            acc.duration_s += d
-            acc.free_block_s += float(free_weighted[lo:hi].sum())
-            if self.every_step:
-                self._close()
+        for i in range(5):
+            total[i] += mem_slot_s[i]
+        self.total_s += duration_s
+        self._rows.append(
+            self._row(
+                t_s,
+                duration_s,
+                num_steps,
+                batch_sum,
+                prefill_tokens,
+                decode_tokens,
+                mem_slot_s,
+                free_block_s,
+                0,
+                swapped,
+                queue_sums,
+                0,
+            )
+        )
+
+    def add_counts(
+        self,
+        *,
+        num_steps: int,
+        num_decode_steps: int,
+        decode_batch_sum: int,
+        num_swapped_blocks: int,
+    ) -> None:
+        """Run-level step counters for steps recorded through :meth:`add_window`."""
+        self.num_steps += num_steps
+        self.num_decode_steps += num_decode_steps
+        self.decode_batch_sum += decode_batch_sum
+        self.num_swapped_blocks += num_swapped_blocks
 
     def record_idle(self, start_s: float, duration_s: float, usage: MemoryUsage) -> None:
         """No step ran over ``[start_s, start_s + duration_s)``; memory stayed at ``usage``."""
@@ -234,26 +239,55 @@ class StepRecorder:
         acc = self._acc
         if acc.num_steps == 0 and acc.duration_s == 0:
             return
-        d = acc.duration_s
-        denom = d * self.capacity_slots
-        steps = acc.num_steps
         self._rows.append(
-            (
+            self._row(
                 acc.t_s,
-                d,
-                steps,
-                acc.batch_sum / steps if steps else 0.0,
+                acc.duration_s,
+                acc.num_steps,
+                acc.batch_sum,
                 acc.prefill_tokens,
                 acc.decode_tokens,
-                *((v / denom if denom > 0 else 0.0) for v in acc.mem_slot_s),
-                acc.free_block_s / d if d > 0 else 0.0,
+                acc.mem_slot_s,
+                acc.free_block_s,
                 acc.copied,
                 acc.swapped,
-                *((q / steps if steps else 0.0) for q in acc.queue_sums),
+                acc.queue_sums,
                 acc.prefix_hit_tokens,
             )
         )
         self._acc = _Window()
+
+    def _row(
+        self,
+        t_s,
+        d,
+        steps,
+        batch_sum,
+        prefill_tokens,
+        decode_tokens,
+        mem_slot_s,
+        free_block_s,
+        copied,
+        swapped,
+        queue_sums,
+        prefix_hit_tokens,
+    ) -> tuple:
+        """A TIMESERIES_COLUMNS row from a window's sums."""
+        denom = d * self.capacity_slots
+        return (
+            t_s,
+            d,
+            steps,
+            batch_sum / steps if steps else 0.0,
+            prefill_tokens,
+            decode_tokens,
+            *((v / denom if denom > 0 else 0.0) for v in mem_slot_s),
+            free_block_s / d if d > 0 else 0.0,
+            copied,
+            swapped,
+            *((q / steps if steps else 0.0) for q in queue_sums),
+            prefix_hit_tokens,
+        )
 
 
 class _Window:

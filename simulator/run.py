@@ -12,6 +12,7 @@ Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
@@ -28,6 +29,8 @@ from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import num_unfinished, request_row, requests_frame, summarize
 from pagesim.workloads.trace import Trace
+
+log = logging.getLogger(__name__)
 
 
 def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = False) -> RunResult:
@@ -66,6 +69,28 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     scheduler = SCHEDULERS[spec.scheduler.kind](
         spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
     )
+    fallback = None
+    if spec.engine == "fast":
+        from pagesim.simulator.fastengine import run_fast, unsupported_reason
+
+        fallback = unsupported_reason(spec, trace)
+        if fallback is None:
+            result = run_fast(
+                trace,
+                scheduler=spec.scheduler,
+                allocator=allocator,
+                cost_model=cost_model,
+                max_model_len=spec.max_model_len,
+                sample_interval_s=spec.metrics.sample_interval_s,
+                every_step=spec.metrics.every_step,
+                max_sim_time_s=spec.max_sim_time_s,
+                check_invariants=spec.check_invariants,
+                progress=progress,
+                wall_start=wall_start,
+            )
+            result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+            return result
+        log.info("engine 'fast' does not cover %s: running the step engine", fallback)
     result = run_engine(
         trace,
         scheduler,
@@ -76,8 +101,9 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         check_invariants=spec.check_invariants,
         progress=progress,
         wall_start=wall_start,
-        decode_step_times_s=cost_model.decode_step_times_s if spec.engine == "fast" else None,
     )
+    if fallback is not None:
+        result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
     return result
 
@@ -93,13 +119,11 @@ def run_engine(
     check_invariants: bool = False,
     progress: bool = False,
     wall_start: float | None = None,
-    decode_step_times_s=None,
 ) -> RunResult:
     """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``.
 
     The part of :func:`simulate` below the factories: tests drive it with small
-    allocators and constant step times. ``decode_step_times_s`` (the vectorised form
-    of ``step_time_s`` for pure-decode runs) turns on fast-forward.
+    allocators and constant step times.
     """
     wall_start = time.perf_counter() if wall_start is None else wall_start
     allocator = scheduler.allocator
@@ -117,13 +141,6 @@ def run_engine(
         if bar is not None:
             bar.update(1)
 
-    fast_forward = None
-    if decode_step_times_s is not None:
-        from pagesim.simulator.fastforward import FastForward
-
-        fast_forward = FastForward(
-            scheduler, decode_step_times_s, recorder, max_sim_time_s=max_sim_time_s
-        )
     env = simpy.Environment()
     engine = Engine(
         env,
@@ -133,7 +150,6 @@ def run_engine(
         recorder,
         on_done,
         check_invariants=check_invariants,
-        fast_forward=fast_forward,
     )
     if max_sim_time_s is None:
         env.run(until=engine.process)
@@ -171,8 +187,6 @@ def run_engine(
         "num_copied_blocks": float(recorder.num_copied_blocks),
         "mem_sharing_saved_frac": recorder.sharing_saved_frac,
     }
-    if fast_forward is not None:
-        extra["num_fast_forwarded_steps"] = float(fast_forward.num_ff_steps)
     return RunResult(
         summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
     )

@@ -97,8 +97,9 @@ class RunSpec(_Spec):
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
-    #: "step" simulates every step; "fast" fast-forwards decode segments (same results)
-    engine: Literal["step", "fast"] = "step"
+    #: "fast": the event-driven engine (simulator.fastengine) where it applies, else the
+    #: step engine; "step": the SimPy step-by-step reference. Same results either way.
+    engine: Literal["step", "fast"] = "fast"
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:

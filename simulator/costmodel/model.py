@@ -30,14 +30,14 @@ bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node).
 Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The layer GEMM
 total depends only on T and is memoised per T on the instance; decode attention
 needs only the number of sequences, sum(context) and sum(ceil(context / block)).
-:meth:`CostModel.decode_step_times_s` evaluates a run of pure-decode steps at once.
+:meth:`CostModel.paged_decode_step_time_fn` gives the fast engine the same decode step
+time from those three running totals in O(1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES, Profile, Term
@@ -66,16 +66,6 @@ class _Coefs:
         return (
             self.const_s
             + max(self.s_per_byte * f.bytes_, self.s_per_flop * f.flops)
-            + self.s_per_block * f.blocks
-            + self.s_per_seq * f.seqs
-            + self.s_per_token * f.tokens
-        )
-
-    def time_s_array(self, f: F.Features) -> np.ndarray:
-        """:meth:`time_s` where the feature fields are numpy arrays (one entry per step)."""
-        return (
-            self.const_s
-            + np.maximum(self.s_per_byte * f.bytes_, self.s_per_flop * f.flops)
             + self.s_per_block * f.blocks
             + self.s_per_seq * f.seqs
             + self.s_per_token * f.tokens
@@ -208,43 +198,48 @@ class CostModel:
         t += self._c["step_overhead"].time_s(F.step_overhead(plan.num_seqs, num_tokens))
         return t
 
-    def decode_step_times_s(
-        self, context_lens: np.ndarray, num_steps: int, *, block_size: int, is_paged: bool = True
-    ) -> np.ndarray:
-        """Times of ``num_steps`` consecutive pure-decode steps of a fixed batch.
+    def paged_decode_step_time_fn(self) -> Callable[[int, int, int], float]:
+        """``f(num_seqs, total_ctx, num_blocks)``: the time of a pure-decode paged step.
 
-        Step k (0-based) is ``step_time_s(BatchPlan(decode_context_lens=context_lens + k,
-        block_size=block_size, is_paged=is_paged))``: every sequence grows by one token a
-        step, none joins or leaves, nothing is copied or swapped. Block counts are
-        tracked from the residues ``ctx mod block_size``: a sequence opens a new block
-        at the step where its context becomes ``1 mod block_size``. O(n + num_steps).
+        Equal, bit for bit, to ``step_time_s`` of a plan whose ``decode_context_lens``
+        number ``num_seqs``, sum to ``total_ctx`` and hold ``num_blocks`` blocks (sum of
+        ceil(ctx / block_size)), with nothing prefilled, copied or swapped: the same
+        operations in the same order (every feature is an integer-valued float, exact
+        below 2**53, so precomputing their integer factors changes no rounding). The
+        per-``num_seqs`` terms are memoised. For the fast engine, which keeps those
+        three totals as running sums and pays O(1) per step.
         """
-        ctx = np.asarray(context_lens, dtype=np.int64)
-        n = int(ctx.size)
-        if num_steps <= 0:
-            return np.zeros(0)
-        if n == 0:
-            return np.zeros(num_steps)
-        steps = np.arange(num_steps, dtype=np.int64)
-        total_ctx = int(ctx.sum()) + n * steps
-        if is_paged:
-            bs = block_size
-            residue_counts = np.bincount(ctx % bs, minlength=bs)
-            # sequences whose context (c + k) is 1 mod bs open a block at step k >= 1
-            opened = residue_counts[(1 - steps) % bs]
-            opened[0] = 0
-            num_blocks = int((-(-ctx // bs)).sum()) + np.cumsum(opened)
-            coefs = self._c["paged_decode_attention"]
-        else:
-            num_blocks = np.full(num_steps, n)
-            coefs = self._c["contiguous_decode_attention"]
-        attn = coefs.time_s_array(self._decode_attention_features(n, total_ctx, num_blocks))
-        fixed = (
-            self.model.num_layers * self.layer_linear_time_s(n)
-            + self.lm_head_time_s(n)
-            + self._c["step_overhead"].time_s(F.step_overhead(n, n))
-        )
-        return fixed + self.model.num_layers * attn
+        m = self.model
+        h, kvh, d, dt = self._num_heads, self._num_kv_heads, m.head_dim, m.dtype_bytes
+        c = self._c["paged_decode_attention"]
+        const, s_byte, s_flop = c.const_s, c.s_per_byte, c.s_per_flop
+        s_block, s_seq, s_tok = c.s_per_block, c.s_per_seq, c.s_per_token
+        kv_per_ctx, qo_per_seq, flops_per_ctx = 2 * kvh * d * dt, 2 * h * d * dt, 4 * h * d
+        num_layers = m.num_layers
+        overhead = self._c["step_overhead"]
+        per_seqs: dict[int, tuple[float, float, float]] = {}
+
+        def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
+            fixed = per_seqs.get(num_seqs)
+            if fixed is None:
+                fixed = per_seqs[num_seqs] = (
+                    self.layer_linear_time_s(num_seqs),
+                    self.lm_head_time_s(num_seqs),
+                    overhead.time_s(F.step_overhead(num_seqs, num_seqs)),
+                )
+            attn = (
+                const
+                + max(
+                    s_byte * float(kv_per_ctx * total_ctx + qo_per_seq * num_seqs),
+                    s_flop * float(flops_per_ctx * total_ctx),
+                )
+                + s_block * float(num_blocks * kvh)
+                + s_seq * float(num_seqs * h)
+                + s_tok * float(total_ctx)
+            )
+            return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
+
+        return time_s
 
 
 #: Terms every step may need; a profile must have them all (make_cost_model fills gaps).

@@ -48,6 +48,24 @@ from pagesim.simulator.request import RUNNING, SWAPPED, WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler, by_arrival
 
 
+def prompt_limit_reason(num_tokens: int, prompt_limit: int) -> str:
+    return (
+        f"prompt of {num_tokens} tokens exceeds min(max_model_len, "
+        f"max_num_batched_tokens) = {prompt_limit}"
+    )
+
+
+def never_fits_reason(num_tokens: int, capacity_slots: int) -> str:
+    return (
+        f"needs {num_tokens} prompt slots, more than the KV pool can ever give "
+        f"({capacity_slots} slots, watermark included)"
+    )
+
+
+SWAP_OUT_ABORTED = "aborted: the CPU swap space cannot hold the preempted group"
+SWAP_IN_NEVER = "aborted: the swapped-out group can never fit back on the GPU"
+
+
 class VllmScheduler(Scheduler):
     kind = "vllm"
 
@@ -77,11 +95,7 @@ class VllmScheduler(Scheduler):
             num_tokens = group.num_prefill_tokens
             if num_tokens > prompt_limit:
                 self.waiting.popleft()
-                self._reject(
-                    group,
-                    f"prompt of {num_tokens} tokens exceeds min(max_model_len, "
-                    f"max_num_batched_tokens) = {prompt_limit}",
-                )
+                self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
                 continue
             if group.max_num_seqs > spec.max_num_seqs:
                 self.waiting.popleft()
@@ -96,11 +110,7 @@ class VllmScheduler(Scheduler):
                 break
             if status is AllocStatus.NEVER:
                 self.waiting.popleft()
-                self._reject(
-                    group,
-                    f"needs {num_tokens} prompt slots, more than the KV pool can ever give "
-                    f"({self.allocator.capacity_slots} slots, watermark included)",
-                )
+                self._reject(group, never_fits_reason(num_tokens, self.allocator.capacity_slots))
                 continue
             if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
                 break
@@ -155,7 +165,7 @@ class VllmScheduler(Scheduler):
 
     def _preempt_by_swap(self, group: SequenceGroup) -> None:
         if not self.allocator.can_swap_out(group.group_id):
-            self._reject(group, "aborted: the CPU swap space cannot hold the preempted group")
+            self._reject(group, SWAP_OUT_ABORTED)
             return
         self.allocator.swap_out(group.group_id)
         group.status = SWAPPED
@@ -176,7 +186,7 @@ class VllmScheduler(Scheduler):
                 break
             if status is AllocStatus.NEVER:
                 self.swapped.pop(0)
-                self._reject(group, "aborted: the swapped-out group can never fit back on the GPU")
+                self._reject(group, SWAP_IN_NEVER)
                 continue
             if num_curr_seqs + group.max_num_seqs > self.spec.max_num_seqs:
                 break

@@ -214,24 +214,20 @@ def test_llama_gqa_reads_less_kv_than_mha():
     assert attn[1] < attn[0] / 2
 
 
-@pytest.mark.parametrize("is_paged", [True, False])
+@pytest.mark.parametrize("model", ["opt-13b", "llama-2-7b", "llama-3-8b"])
 @pytest.mark.parametrize("block_size", [1, 16, 7])
-def test_vectorised_decode_steps_match_step_by_step(tiny, is_paged, block_size):
-    rng = np.random.default_rng(0)
-    ctx = rng.integers(1, 300, size=23)
-    times = tiny.decode_step_times_s(ctx, 50, block_size=block_size, is_paged=is_paged)
-    expected = [
-        tiny.step_time_s(
-            BatchPlan(
-                decode_context_lens=tuple(int(c) for c in ctx + k),
-                block_size=block_size,
-                is_paged=is_paged,
-            )
-        )
-        for k in range(50)
-    ]
-    np.testing.assert_allclose(times, expected, rtol=1e-12)
-    assert tiny.decode_step_times_s(ctx, 0, block_size=16).size == 0
+def test_paged_decode_time_fn_equals_step_time_exactly(model, block_size):
+    gpu = get_gpu("a100-80gb")
+    cm = CostModel(get_model(model), gpu, analytic_profile(gpu))
+    fn = cm.paged_decode_step_time_fn()
+    rng = np.random.default_rng(block_size)
+    for num_seqs in (1, 2, 23, 256):
+        ctx = [int(c) for c in rng.integers(1, 4000, size=num_seqs)]
+        blocks = sum(-(-c // block_size) for c in ctx)
+        plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=block_size)
+        # bit for bit, not approximately: the fast engine's exactness rests on it
+        assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)
+        assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)  # memoised path
 
 
 # ---- projection ---------------------------------------------------------------------

@@ -1,0 +1,690 @@
+"""The fast engine: vLLM v0 over the paged pool, event-driven, without SimPy.
+
+``RunSpec.engine = "fast"`` runs here when the run is in scope (see
+:func:`unsupported_reason`; anything else runs on the reference step engine, and
+``RunResult.extra["fast_engine"]`` says which engine ran). In scope: the ``vllm``
+scheduler on the paged allocator without prefix caching, every request a single
+sequence (``n == 1``, ``beam_width == 1``); recompute and swap preemption, the
+watermark, ``max_num_seqs``, ``max_num_batched_tokens``, rejections, time limits,
+sample windows and ``every_step`` are all covered.
+
+Why it is fast. Without sharing, a sequence's blocks are ``ceil(held / B)`` and no
+block id matters to any result, so the engine keeps counts, not block tables. And
+every running group gains one slot per decode step, so with ``D`` the number of
+decode steps so far, a group that holds ``h`` slots when it joins at ``D0`` holds
+``off + D`` slots (``off = h - D0``) for as long as it runs. The engine keeps running
+totals over the running groups::
+
+    n_run     groups running            sum_off   sum of off  (sum held = sum_off + n_run D)
+    used      blocks held               hist[r]   groups with off = r (mod B)
+    internal  slots of final blocks that will never fill (internal fragmentation)
+
+and two heaps of future events keyed by ``D``: the step at which a group finishes
+(its context reaches prompt + output - 1) and the step at which it opens its final
+block (from then on its internal fragmentation counts). A decode step is O(1): the
+groups that open a block this step are ``hist[-D mod B]`` (those whose held slots are
+a multiple of B), the step's time is ``CostModel.paged_decode_step_time_fn`` of
+``(n_run, sum held, used)`` — bit-identical to ``step_time_s`` — and the memory
+breakdown is ``token = sum held``, ``reserved = used B - internal - token``, free
+blocks as external fragmentation (a request is blocked) or unused. Admissions,
+finishes, preemptions and swaps are events, each O(log n) or O(running groups).
+
+vLLM v0's ``can_append_slots`` (a free block for each group, visited FCFS) passes for
+every group when ``free > opened``; otherwise the step takes the exact slow path:
+the groups are visited one by one in FCFS order and the latest arrivals preempted,
+as ``VllmScheduler._reserve_decode_slots`` does.
+
+Exactness (``tests/simulator/test_fastengine.py`` runs both engines on seeded random
+configurations): the same schedule, the same step durations bit for bit (arrival
+times are chained the way SimPy computes them), the same per-step memory; only run
+totals are summed window by window instead of step by step, so they agree to
+floating-point rounding (1e-9 relative is asserted; counts are exact).
+
+Debug mode (``check_invariants``): after every step the running totals are
+recomputed from the running groups and compared.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from bisect import insort
+from collections import deque
+
+import numpy as np
+import pandas as pd
+
+from pagesim.allocators.paged import PagedAllocator
+from pagesim.errors import InvariantError
+from pagesim.simulator.costmodel.model import CostModel
+from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.plan import BatchPlan
+from pagesim.simulator.result import REQUEST_COLUMNS, RunResult
+from pagesim.simulator.schedulers.vllm import (
+    SWAP_IN_NEVER,
+    SWAP_OUT_ABORTED,
+    never_fits_reason,
+    prompt_limit_reason,
+)
+from pagesim.simulator.spec import RunSpec, SchedulerSpec
+from pagesim.simulator.summary import num_unfinished, summarize
+from pagesim.workloads.trace import Trace
+
+# request states (one byte each)
+_PENDING, _WAITING, _RUNNING, _SWAPPED, _FINISHED, _REJECTED, _UNFINISHED = range(7)
+_STATUS_NAMES = ("pending", "waiting", "running", "swapped", "finished", "rejected", "unfinished")
+_NONE, _PREFILL, _DECODE = range(3)
+
+
+def unsupported_reason(spec: RunSpec, trace: Trace) -> str | None:
+    """Why the fast engine cannot run ``spec`` on ``trace`` (None: it can)."""
+    if spec.scheduler.kind != "vllm":
+        return f"scheduler {spec.scheduler.kind!r} (the fast engine runs vllm only)"
+    if spec.allocator.kind != "paged":
+        return f"allocator {spec.allocator.kind!r} (the fast engine runs paged only)"
+    if spec.allocator.prefix_caching:
+        return "prefix caching (block contents matter, not only block counts)"
+    table = trace.table
+    if len(table) == 0:
+        return "an empty trace"
+    if (table["n"].to_numpy() > 1).any() or (table["beam_width"].to_numpy() > 1).any():
+        return "parallel sampling or beam search (multi-sequence groups share blocks)"
+    return None
+
+
+def run_fast(
+    trace: Trace,
+    *,
+    scheduler: SchedulerSpec,
+    allocator: PagedAllocator,
+    cost_model: CostModel,
+    max_model_len: int,
+    sample_interval_s: float = 1.0,
+    every_step: bool = False,
+    max_sim_time_s: float | None = None,
+    check_invariants: bool = False,
+    progress: bool = False,
+    wall_start: float | None = None,
+) -> RunResult:
+    """Replay ``trace`` (in scope: :func:`unsupported_reason` is None) and return the
+    RunResult the step engine would return. ``allocator`` only supplies the pool's
+    parameters; it is not touched."""
+    wall_start = time.perf_counter() if wall_start is None else wall_start
+    recorder = StepRecorder(
+        capacity_slots=allocator.capacity_slots,
+        block_size=allocator.block_size,
+        sample_interval_s=sample_interval_s,
+        every_step=every_step,
+    )
+    run = _FastRun(
+        trace,
+        scheduler,
+        allocator,
+        cost_model,
+        max_model_len=max_model_len,
+        recorder=recorder,
+        max_sim_time_s=max_sim_time_s,
+        check_invariants=check_invariants,
+    )
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=run.num_requests, unit="req", desc="simulate (fast)")
+    run.run(bar)
+    if bar is not None:
+        bar.update(run.num_requests - bar.n)
+        bar.close()
+    requests = run.requests_frame()
+    first_arrival = float(trace.table["arrival_s"].iloc[0])
+    makespan_s = run.end_s - first_arrival
+    summary = summarize(
+        requests,
+        recorder,
+        makespan_s=makespan_s,
+        num_preemptions=run.num_preemptions,
+        prefix_hit_rate=allocator.prefix_cache.hit_rate,
+        sim_wall_s=time.perf_counter() - wall_start,
+    )
+    extra = {
+        "makespan_s": makespan_s,
+        "num_steps": float(recorder.num_steps),
+        "num_unfinished": float(num_unfinished(requests)),
+        "num_copied_blocks": 0.0,
+        "mem_sharing_saved_frac": recorder.sharing_saved_frac,
+        "fast_engine": 1.0,
+    }
+    return RunResult(
+        summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
+    )
+
+
+def _simpy_arrival_times(arrival_s: list[float]) -> list[float]:
+    """The times SimPy processes the arrivals at: each is ``now + (arrival - now)`` from
+    the previous one (the step engine's arrivals process), which may differ from
+    ``arrival`` in the last bit; step times chain from these values."""
+    out = []
+    now = 0.0
+    for a in arrival_s:
+        if a > now:
+            now = now + (a - now)
+        out.append(now)
+    return out
+
+
+class _FastRun:
+    """One run's state; :meth:`run` is the event loop (module docstring)."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        sched: SchedulerSpec,
+        alloc: PagedAllocator,
+        cost: CostModel,
+        *,
+        max_model_len: int,
+        recorder: StepRecorder,
+        max_sim_time_s: float | None,
+        check_invariants: bool,
+    ) -> None:
+        table = trace.table
+        self.table = table
+        self.num_requests = len(table)
+        self.arrival = _simpy_arrival_times(table["arrival_s"].tolist())
+        self.prompt = table["prompt_len"].tolist()
+        self.output = table["output_len"].tolist()
+        self.sched = sched
+        self.alloc = alloc
+        self.cost = cost
+        self.prompt_limit = min(max_model_len, sched.max_num_batched_tokens)
+        self.recorder = recorder
+        self.max_sim_time_s = max_sim_time_s
+        self.check = check_invariants
+        # results
+        n = self.num_requests
+        self.status = bytearray(n)
+        self.reason: dict[int, str] = {}
+        self.first_token_s = [float("nan")] * n
+        self.finish_s = [float("nan")] * n
+        self.num_preempted = [0] * n
+        self.num_preemptions = 0
+        self.end_s = 0.0
+
+    # ---- the event loop -----------------------------------------------------------------
+
+    def run(self, bar=None) -> None:  # noqa: C901, PLR0912, PLR0915 — one loop, kept flat for speed
+        alloc, sched, cost, rec = self.alloc, self.sched, self.cost, self.recorder
+        bs = alloc.block_size
+        total = alloc.num_total_blocks
+        wm = alloc.watermark_blocks
+        capacity = alloc.capacity_slots
+        outside = capacity - total * bs
+        cpu_total = alloc.num_cpu_total_blocks
+        is_swap_mode = sched.preemption_mode == "swap"
+        max_seqs = sched.max_num_seqs
+        max_batched = sched.max_num_batched_tokens
+        prompt_limit = self.prompt_limit
+        arrival, prompt, output = self.arrival, self.prompt, self.output
+        target = [p + o for p, o in zip(prompt, output, strict=True)]
+        num_req = self.num_requests
+        limit_s = float("inf") if self.max_sim_time_s is None else self.max_sim_time_s
+        status, reason = self.status, self.reason
+        first_token_s, finish_s, num_preempted = (
+            self.first_token_s,
+            self.finish_s,
+            self.num_preempted,
+        )
+        decode_time = cost.paged_decode_step_time_fn()
+        step_time = cost.step_time_s
+        prefill_time_by_len: dict[int, float] = {}
+        heappush, heappop = heapq.heappush, heapq.heappop
+
+        # per request: slots held = off + D while running; admissions so far (stales heap
+        # entries); tokens generated before the current admission; slots held while swapped
+        off = [0] * num_req
+        epoch = [0] * num_req
+        gen = [0] * num_req
+        held_swapped: dict[int, int] = {}
+
+        # running totals (module docstring)
+        n_run = sum_off = used = internal = 0
+        hist = [0] * bs
+        running: list[int] = []  # FCFS (request index = arrival order)
+        waiting: deque[int] = deque()
+        swapped: list[int] = []
+        cpu_used = 0
+        finish_heap: list[tuple[int, int, int]] = []  # (D at the finishing step, i, epoch)
+        final_heap: list[tuple[int, int, int]] = []  # (D at which the final block opens, i, epoch)
+        D = 0
+        t = 0.0
+        nxt = 0
+        num_ended = 0
+
+        # run counters and the open sample window's sums
+        iv = rec.sample_interval_s
+        every_step = rec.every_step
+        num_steps = num_decode_steps = decode_batch_sum = num_swapped_blocks = 0
+        w_index = -1
+        w_t = 0.0
+        w_steps = w_batch = w_pre = w_dec = w_q0 = w_q1 = w_q2 = w_swapped = 0
+        w_m0 = w_m1 = w_m2 = w_m3 = w_m4 = w_free = w_dur = 0.0
+
+        def join(i: int, held: int) -> None:
+            """Group ``i`` is on the GPU holding ``held`` slots at the current D."""
+            nonlocal n_run, sum_off, used, internal
+            o = held - D
+            off[i] = o
+            ep = epoch[i] = epoch[i] + 1
+            n_run += 1
+            sum_off += o
+            hist[o % bs] += 1
+            used += -(-held // bs)
+            insort(running, i)
+            status[i] = _RUNNING
+            tg = target[i]
+            r = tg % bs
+            if r:  # the final block will hold r of bs slots
+                if held > tg - r:
+                    internal += bs - r
+                else:
+                    heappush(final_heap, (tg - r + 1 - o, i, ep))
+            heappush(finish_heap, (tg - 1 - o, i, ep))
+
+        def leave(i: int) -> tuple[int, int]:
+            """Group ``i`` leaves the GPU: (slots, blocks) it held."""
+            nonlocal n_run, sum_off, used, internal
+            o = off[i]
+            held = o + D
+            blocks = -(-held // bs)
+            n_run -= 1
+            sum_off -= o
+            hist[o % bs] -= 1
+            used -= blocks
+            tg = target[i]
+            r = tg % bs
+            if r and held > tg - r:
+                internal -= bs - r
+            running.remove(i)
+            epoch[i] += 1
+            return held, blocks
+
+        def end(i: int, state: int, why: str = "") -> None:
+            nonlocal num_ended
+            status[i] = state
+            if why:
+                reason[i] = why
+            num_ended += 1
+
+        def flush() -> None:
+            nonlocal w_steps, w_batch, w_pre, w_dec, w_q0, w_q1, w_q2, w_swapped
+            nonlocal w_m0, w_m1, w_m2, w_m3, w_m4, w_free, w_dur
+            rec.add_window(
+                w_t,
+                w_dur,
+                w_steps,
+                w_batch,
+                w_pre,
+                w_dec,
+                (w_m0, w_m1, w_m2, w_m3, w_m4),
+                w_free,
+                (w_q0, w_q1, w_q2),
+                w_swapped,
+            )
+            w_steps = w_batch = w_pre = w_dec = w_q0 = w_q1 = w_q2 = w_swapped = 0
+            w_m0 = w_m1 = w_m2 = w_m3 = w_m4 = w_free = w_dur = 0.0
+            if bar is not None:
+                bar.update(num_ended - bar.n)
+
+        stopped = False
+        while True:
+            while nxt < num_req and arrival[nxt] <= t:
+                waiting.append(nxt)
+                status[nxt] = _WAITING
+                nxt += 1
+
+            # ---- schedule (VllmScheduler.schedule; at most twice, as the step engine) ----
+            kind = _NONE
+            admitted: list[int] = []
+            swapped_in = swapped_out = 0
+            blocked = False
+            for _attempt in (0, 1):
+                blocked = False
+                admitted = []
+                swapped_in = swapped_out = 0
+                if waiting and not swapped:
+                    num_batched = 0
+                    num_seqs = n_run
+                    while waiting:
+                        i = waiting[0]
+                        num_tokens = prompt[i] + gen[i]
+                        if num_tokens > prompt_limit:
+                            waiting.popleft()
+                            end(i, _REJECTED, prompt_limit_reason(num_tokens, prompt_limit))
+                            continue
+                        required = -(-num_tokens // bs)
+                        if total - required < wm:
+                            waiting.popleft()
+                            end(i, _REJECTED, never_fits_reason(num_tokens, capacity))
+                            continue
+                        if total - used - required < wm:
+                            blocked = True
+                            break
+                        if num_batched + num_tokens > max_batched or num_seqs + 1 > max_seqs:
+                            break
+                        waiting.popleft()
+                        join(i, num_tokens)
+                        admitted.append(i)
+                        num_batched += num_tokens
+                        num_seqs += 1
+                    if admitted:
+                        kind = _PREFILL
+                        break
+                if not n_run and not swapped:
+                    break
+                # decode: one more slot for every running group, preempting from the tail
+                preempted = False
+                if total - used <= hist[-D % bs]:
+                    free = total - used
+                    queue = deque(running)
+                    while queue:
+                        g = queue.popleft()
+                        while free < 1:
+                            preempted = True
+                            victim = queue.pop() if queue else g
+                            held, blocks = leave(victim)
+                            free += blocks
+                            num_preempted[victim] += 1
+                            self.num_preemptions += 1
+                            if is_swap_mode:
+                                if blocks <= cpu_total - cpu_used:
+                                    cpu_used += blocks
+                                    swapped_out += blocks
+                                    held_swapped[victim] = held
+                                    swapped.append(victim)
+                                    status[victim] = _SWAPPED
+                                else:
+                                    end(victim, _REJECTED, SWAP_OUT_ABORTED)
+                            else:
+                                gen[victim] = held - prompt[victim] + 1
+                                waiting.appendleft(victim)
+                                status[victim] = _WAITING
+                            if victim == g:
+                                break
+                        else:
+                            if (off[g] + D) % bs == 0:
+                                free -= 1
+                    if preempted:
+                        blocked = True
+                if n_run:
+                    used += hist[-D % bs]
+                    D += 1
+                    while final_heap and final_heap[0][0] <= D:
+                        d, i, ep = heappop(final_heap)
+                        if ep == epoch[i]:
+                            tg = target[i]
+                            internal += bs - tg % bs
+                if not preempted and swapped:
+                    swapped.sort()
+                    num_seqs = n_run
+                    while swapped:
+                        i = swapped[0]
+                        held = held_swapped[i]
+                        blocks = -(-held // bs)
+                        required = blocks + 1
+                        if total - required < wm:
+                            swapped.pop(0)
+                            del held_swapped[i]
+                            cpu_used -= blocks
+                            end(i, _REJECTED, SWAP_IN_NEVER)
+                            continue
+                        if total - used - required < wm:
+                            blocked = True
+                            break
+                        if num_seqs + 1 > max_seqs:
+                            break
+                        swapped.pop(0)
+                        del held_swapped[i]
+                        cpu_used -= blocks
+                        swapped_in += blocks
+                        join(i, held + 1)  # swapped in, then its decode slot appended
+                        num_seqs += 1
+                if n_run or swapped_out:
+                    kind = _DECODE
+                    break
+
+            # ---- idle, or the end of the run ------------------------------------------------
+            if kind == _NONE:
+                if nxt == num_req:
+                    if waiting or n_run or swapped:
+                        raise InvariantError(
+                            f"vllm (fast engine) is stuck at t={t:.3f}s: {len(waiting)} waiting, "
+                            f"{n_run} running, {len(swapped)} swapped, and nothing can run"
+                        )
+                    self.end_s = t
+                    break
+                a = arrival[nxt]
+                if a >= limit_s:
+                    stopped = True
+                    break
+                duration = a - t
+                free = total - used
+                if every_step:
+                    w_t = t
+                else:
+                    index = int(t // iv)
+                    if index != w_index:
+                        flush()
+                        w_index = index
+                        w_t = index * iv
+                tok = sum_off + n_run * D
+                w_m0 += tok * duration
+                w_m1 += (used * bs - internal - tok) * duration
+                w_m2 += internal * duration
+                if blocked:
+                    w_m3 += (outside + free * bs) * duration
+                else:
+                    w_m3 += outside * duration
+                    w_m4 += free * bs * duration
+                w_free += free * duration
+                w_dur += duration
+                if every_step:
+                    flush()
+                t = a
+                continue
+
+            # ---- the step's duration ------------------------------------------------------------
+            if kind == _PREFILL:
+                num_step_groups = len(admitted)
+                lens = [off[i] + D for i in admitted]
+                num_prefill_tokens = sum(lens)
+                if num_step_groups == 1:
+                    duration = prefill_time_by_len.get(num_prefill_tokens)
+                    if duration is None:
+                        duration = prefill_time_by_len[num_prefill_tokens] = step_time(
+                            BatchPlan(
+                                prefill_new_lens=(num_prefill_tokens,),
+                                prefill_context_lens=(num_prefill_tokens,),
+                                block_size=bs,
+                            )
+                        )
+                else:
+                    duration = step_time(
+                        BatchPlan(
+                            prefill_new_lens=tuple(lens),
+                            prefill_context_lens=tuple(lens),
+                            block_size=bs,
+                        )
+                    )
+                num_decode_tokens = 0
+            else:
+                num_step_groups = num_decode_tokens = n_run
+                num_prefill_tokens = 0
+                if swapped_in or swapped_out:
+                    duration = step_time(
+                        BatchPlan(
+                            decode_context_lens=tuple(off[i] + D for i in running),
+                            num_swapped_in_blocks=swapped_in,
+                            num_swapped_out_blocks=swapped_out,
+                            block_size=bs,
+                        )
+                    )
+                else:
+                    duration = decode_time(n_run, sum_off + n_run * D, used)
+            end_t = t + duration
+            if end_t >= limit_s:
+                stopped = True
+                break
+
+            # ---- record the step (memory as it stands after the schedule) -----------------------
+            num_steps += 1
+            if num_decode_tokens:
+                num_decode_steps += 1
+                decode_batch_sum += num_decode_tokens
+            moved = swapped_in + swapped_out
+            num_swapped_blocks += moved
+            if every_step:
+                w_t = t
+            else:
+                index = int(t // iv)
+                if index != w_index:
+                    flush()
+                    w_index = index
+                    w_t = index * iv
+            free = total - used
+            tok = sum_off + n_run * D
+            w_steps += 1
+            w_batch += num_step_groups
+            w_pre += num_prefill_tokens
+            w_dec += num_decode_tokens
+            w_q0 += len(waiting)
+            w_q1 += n_run
+            w_q2 += len(swapped)
+            w_swapped += moved
+            w_m0 += tok * duration
+            w_m1 += (used * bs - internal - tok) * duration
+            w_m2 += internal * duration
+            if blocked:
+                w_m3 += (outside + free * bs) * duration
+            else:
+                w_m3 += outside * duration
+                w_m4 += free * bs * duration
+            w_free += free * duration
+            w_dur += duration
+            if every_step:
+                flush()
+
+            # ---- the step ends: tokens, finishes --------------------------------------------------
+            t = end_t
+            if kind == _PREFILL:
+                for i in admitted:
+                    if (
+                        first_token_s[i] != first_token_s[i]
+                    ):  # NaN: a recomputed group keeps its own
+                        first_token_s[i] = t
+                    if gen[i] + 1 >= output[i]:
+                        leave(i)
+                        finish_s[i] = t
+                        end(i, _FINISHED)
+            else:
+                while finish_heap and finish_heap[0][0] <= D:
+                    d, i, ep = heappop(finish_heap)
+                    if ep == epoch[i]:
+                        leave(i)
+                        finish_s[i] = t
+                        end(i, _FINISHED)
+            if self.check:
+                self._check(D, running, off, target, n_run, sum_off, used, internal, hist, bs)
+                if total - used < 0 or cpu_used < 0 or cpu_used > cpu_total:
+                    raise InvariantError(
+                        f"fast engine: {total - used} free GPU blocks, {cpu_used} CPU blocks used"
+                    )
+
+        if stopped:
+            self.end_s = limit_s
+            why = f"not finished at max_sim_time_s = {self.max_sim_time_s}"
+            for i in sorted([*waiting, *running, *swapped]):
+                end(i, _UNFINISHED, why)
+            why = f"arrives after max_sim_time_s = {self.max_sim_time_s}"
+            for i in range(nxt, num_req):
+                end(i, _UNFINISHED, why)
+        if every_step:
+            pass
+        elif w_steps or w_dur:
+            flush()
+        rec.add_counts(
+            num_steps=num_steps,
+            num_decode_steps=num_decode_steps,
+            decode_batch_sum=decode_batch_sum,
+            num_swapped_blocks=num_swapped_blocks,
+        )
+        if bar is not None:
+            bar.update(num_ended - bar.n)
+
+    @staticmethod
+    def _check(D, running, off, target, n_run, sum_off, used, internal, hist, bs) -> None:
+        """Every running total recomputed from the running groups (debug mode)."""
+        held = [off[i] + D for i in running]
+        expected = {
+            "n_run": len(running),
+            "sum_off": sum(off[i] for i in running),
+            "used": sum(-(-h // bs) for h in held),
+            "internal": sum(
+                bs - target[i] % bs
+                for i, h in zip(running, held, strict=True)
+                if target[i] % bs and h > target[i] - target[i] % bs
+            ),
+        }
+        got = {"n_run": n_run, "sum_off": sum_off, "used": used, "internal": internal}
+        residues = [0] * bs
+        for i in running:
+            residues[off[i] % bs] += 1
+        if got != expected or residues != hist or running != sorted(running):
+            raise InvariantError(f"fast engine totals drifted at D={D}: {got} != {expected}")
+        for i, h in zip(running, held, strict=True):
+            if not 1 <= h < target[i]:
+                raise InvariantError(f"request {i} holds {h} slots, target {target[i]}")
+
+    # ---- results ------------------------------------------------------------------------
+
+    def requests_frame(self) -> pd.DataFrame:
+        """REQUEST_COLUMNS, one row per request in request_id order (as the step engine)."""
+        t = self.table
+        codes = np.frombuffer(bytes(self.status), dtype=np.uint8)
+        left = np.flatnonzero(codes < _FINISHED)
+        if left.size:
+            raise InvariantError(
+                f"fast engine: request {int(left[0])} ended the run {_STATUS_NAMES[codes[left[0]]]}"
+            )
+        done = codes == _FINISHED
+        arrival = t["arrival_s"].to_numpy(dtype=np.float64)
+        output = t["output_len"].to_numpy()
+        nan = np.nan
+        first = np.where(done, np.asarray(self.first_token_s, dtype=np.float64), nan)
+        finish = np.where(done, np.asarray(self.finish_s, dtype=np.float64), nan)
+        e2e = finish - arrival
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = np.where(output > 1, (finish - first) / (output - 1), nan)
+        names = np.array(_STATUS_NAMES, dtype=object)[codes]
+        reasons = np.full(len(t), "", dtype=object)
+        for i, why in self.reason.items():
+            reasons[i] = why
+        columns = {
+            "request_id": t["request_id"].to_numpy(),
+            "arrival_s": arrival,
+            "prompt_len": t["prompt_len"].to_numpy(),
+            "output_len": output,
+            "n": t["n"].to_numpy(),
+            "beam_width": t["beam_width"].to_numpy(),
+            "status": names,
+            "reason": reasons,
+            "first_token_s": first,
+            "finish_s": finish,
+            "ttft_s": first - arrival,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "normalized_latency_s_per_tok": e2e / output,
+            "num_preemptions": np.asarray(self.num_preempted, dtype=np.int64),
+            "num_cached_tokens": np.zeros(len(t), dtype=np.int64),
+        }
+        assert tuple(columns) == REQUEST_COLUMNS, "request columns drifted"
+        return pd.DataFrame(columns)
