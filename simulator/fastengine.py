@@ -78,16 +78,26 @@ _NONE, _PREFILL, _DECODE = range(3)
 
 def unsupported_reason(spec: RunSpec, trace: Trace) -> str | None:
     """Why the fast engine cannot run ``spec`` on ``trace`` (None: it can)."""
-    if spec.scheduler.kind != "vllm":
-        return f"scheduler {spec.scheduler.kind!r} (the fast engine runs vllm only)"
-    if spec.allocator.kind != "paged":
-        return f"allocator {spec.allocator.kind!r} (the fast engine runs paged only)"
-    if spec.allocator.prefix_caching:
-        return "prefix caching (block contents matter, not only block counts)"
+    reason = spec_unsupported_reason(spec)
+    if reason is not None:
+        return reason
     table = trace.table
     if len(table) == 0:
         return "an empty trace"
     if (table["n"].to_numpy() > 1).any() or (table["beam_width"].to_numpy() > 1).any():
+        return "parallel sampling or beam search (multi-sequence groups share blocks)"
+    return None
+
+
+def spec_unsupported_reason(spec: RunSpec) -> str | None:
+    """:func:`unsupported_reason` from the spec alone (the trace may still rule it out)."""
+    if spec.scheduler.kind != "vllm":
+        return f"scheduler {spec.scheduler.kind!r}: it runs vllm only"
+    if spec.allocator.kind != "paged":
+        return f"allocator {spec.allocator.kind!r}: it runs the paged allocator only"
+    if spec.allocator.prefix_caching:
+        return "prefix caching (block contents matter, not only block counts)"
+    if spec.workload.n > 1 or spec.workload.beam_width > 1:
         return "parallel sampling or beam search (multi-sequence groups share blocks)"
     return None
 

@@ -2,8 +2,11 @@
 
 Scenario: build the trace (``workloads.build_trace`` with the run's generator, unless
 one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocator,
-the cost model and the scheduler, replay the trace on the SimPy engine, and turn the
-observations into a RunResult. One ``numpy.random.default_rng(spec.seed)`` is made
+the cost model and the scheduler, replay the trace, and turn the observations into a
+RunResult. ``spec.engine`` "fast" replays on ``simulator.fastengine`` when
+``fastengine.unsupported_reason`` is None and sets ``extra["fast_engine"]`` to 1;
+otherwise (and with "step") the SimPy step engine replays it, and a fast request that
+fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
 here and passed down: first to trace building, then to the scheduler (beam choices).
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
