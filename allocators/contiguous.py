@@ -145,6 +145,10 @@ class ContiguousAllocator(KVAllocator):
         """Live sequences of a group (empty if the group holds nothing)."""
         return tuple(self._seq_ids_by_group.get(group_id, ()))
 
+    def region(self, seq_id: int) -> Region:
+        """The region a live sequence holds (its heap span and its reservation)."""
+        return self._live(seq_id, "region")
+
     def num_spare_regions(self, group_id: int) -> int:
         """Regions reserved for the group that no sequence holds yet."""
         return len(self._spares_by_group.get(group_id, ()))

@@ -4,6 +4,7 @@
     python benchmarks/bench_fastengine.py azure    [--repeats R] [--engine E]
     python benchmarks/bench_fastengine.py saturate [--num-requests N] [--engine E]
     python benchmarks/bench_fastengine.py sweep    [--num-points P] [--num-requests N] [--engine E]
+    python benchmarks/bench_fastengine.py orca     [--num-requests N] [--repeats R]
     python benchmarks/bench_fastengine.py all
 
 Every case prints wall time (median of the repeats), simulated requests per second,
@@ -20,6 +21,9 @@ engine steps per second and peak resident memory.
 - saturate (c): N synthetic requests (prompt and output lognormal, means 256 / 128,
   cv 0.5) all at t = 0, OPT-13B / A100-40GB. Target for N = 1,000,000: under 60 s and
   2 GiB peak memory.
+- orca: the Figure 2 Orca (Max) baseline, ShareGPT at 2 req/s on OPT-13B / A100-40GB
+  with 15,728 KV slots (memory-bound: the queue's head waits on most steps); both
+  engines, speed-up, same results.
 - sweep (d): P ShareGPT runs (N requests each) over arrival rates 0.5-5 req/s, one
   process, one after another. Target: report.
 
@@ -127,6 +131,28 @@ def bench_sharegpt(args) -> None:
     )
 
 
+def bench_orca(args) -> None:
+    doc = {
+        **SHAREGPT,
+        "workload": {"name": "sharegpt", "num_requests": args.num_requests},
+        "hardware": {"model": "opt-13b", "gpu": "a100-40gb", "kv_slots": 15728},
+        "scheduler": {"kind": "orca"},
+        "allocator": {"kind": "max"},
+    }
+    fast_wall, fast = timed({**doc, "engine": "fast"}, args.repeats)
+    step_wall, step = timed({**doc, "engine": "step"}, args.repeats)
+    print(
+        f"orca (max): {args.num_requests} requests, {int(fast.extra['num_steps'])} steps, "
+        f"avg batch {fast.summary['avg_batch_size']:.1f}; median of {args.repeats}"
+    )
+    print(rates_line("  step engine", step_wall, step))
+    print(rates_line("  fast engine", fast_wall, fast))
+    print(
+        f"  speed-up: {step_wall / fast_wall:.1f}x   same results: {same_results(step, fast)}   "
+        f"fast engine ran: {fast.extra['fast_engine'] == 1.0}   peak RSS: {peak_rss_mib():.0f} MiB"
+    )
+
+
 def bench_azure(args) -> None:
     import json
 
@@ -211,9 +237,16 @@ CASES = {
     "azure": bench_azure,
     "saturate": bench_saturate,
     "sweep": bench_sweep,
+    "orca": bench_orca,
 }
-DEFAULT_REQUESTS = {"sharegpt": 10_000, "azure": None, "saturate": 1_000_000, "sweep": 2_000}
-DEFAULT_REPEATS = {"sharegpt": 3, "azure": 3, "saturate": 1, "sweep": 1}
+DEFAULT_REQUESTS = {
+    "sharegpt": 10_000,
+    "azure": None,
+    "saturate": 1_000_000,
+    "sweep": 2_000,
+    "orca": 3_000,
+}
+DEFAULT_REPEATS = {"sharegpt": 3, "azure": 3, "saturate": 1, "sweep": 1, "orca": 3}
 
 
 def main() -> None:

@@ -1,12 +1,18 @@
-"""The fast engine: vLLM v0 over the paged pool, event-driven, without SimPy.
+"""The fast engine: vLLM v0 and Orca, event-driven, without SimPy.
 
 ``RunSpec.engine = "fast"`` runs here when the run is in scope (see
 :func:`unsupported_reason`; anything else runs on the reference step engine, and
-``RunResult.extra["fast_engine"]`` says which engine ran). In scope: the ``vllm``
-scheduler on the paged allocator without prefix caching, every request a single
-sequence (``n == 1``, ``beam_width == 1``); recompute and swap preemption, the
-watermark, ``max_num_seqs``, ``max_num_batched_tokens``, rejections, time limits,
-sample windows and ``every_step`` are all covered.
+``RunResult.extra["fast_engine"]`` says which engine ran). In scope, every request a
+single sequence (``n == 1``, ``beam_width == 1``), no prefix caching:
+
+- ``vllm`` on the paged allocator: recompute and swap preemption, the watermark,
+  ``max_num_seqs``, ``max_num_batched_tokens``, rejections;
+- ``orca`` on the contiguous allocators (Max, Pow2, Oracle on a buddy or first-fit
+  heap): mixed prefill + decode iterations, head-of-line blocking, rejections. The
+  real allocator places and frees the reservations (placement decides external
+  fragmentation); nothing else about them changes between admissions and finishes;
+
+and for both, time limits, sample windows and ``every_step``.
 
 Why it is fast. Without sharing, a sequence's blocks are ``ceil(held / B)`` and no
 block id matters to any result, so the engine keeps counts, not block tables. And
@@ -23,11 +29,18 @@ and two heaps of future events keyed by ``D``: the step at which a group finishe
 (its context reaches prompt + output - 1) and the step at which it opens its final
 block (from then on its internal fragmentation counts). A decode step is O(1): the
 groups that open a block this step are ``hist[-D mod B]`` (those whose held slots are
-a multiple of B), the step's time is ``CostModel.paged_decode_step_time_fn`` of
+a multiple of B), the step's time is ``CostModel.decode_step_time_fn`` of
 ``(n_run, sum held, used)`` — bit-identical to ``step_time_s`` — and the memory
 breakdown is ``token = sum held``, ``reserved = used B - internal - token``, free
 blocks as external fragmentation (a request is blocked) or unused. Admissions,
 finishes, preemptions and swaps are events, each O(log n) or O(running groups).
+
+Orca keeps the same ``off``/``D`` bookkeeping (every running request decodes every
+iteration) and, per reservation of ``R`` slots spanning ``A`` heap slots, adds the
+request's target to ``sum target`` (reserved = sum target - sum held), ``R - target``
+to the internal fragmentation and ``A - R`` to the heap padding (external
+fragmentation), as ``ContiguousAllocator.usage`` counts them. A blocked head of the
+queue is asked again only after the heap changed.
 
 vLLM v0's ``can_append_slots`` (a free block for each group, visited FCFS) passes for
 every group when ``free > opened``; otherwise the step takes the exact slow path:
@@ -54,12 +67,13 @@ from collections import deque
 import numpy as np
 import pandas as pd
 
-from pagesim.allocators.paged import PagedAllocator
+from pagesim.allocators.base import AllocRequest, AllocStatus, KVAllocator
 from pagesim.errors import InvariantError
 from pagesim.simulator.costmodel.model import CostModel
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.result import REQUEST_COLUMNS, RunResult
+from pagesim.simulator.schedulers.base import reservation_never_fits_reason
 from pagesim.simulator.schedulers.vllm import (
     SWAP_IN_NEVER,
     SWAP_OUT_ABORTED,
@@ -91,10 +105,8 @@ def unsupported_reason(spec: RunSpec, trace: Trace) -> str | None:
 
 def spec_unsupported_reason(spec: RunSpec) -> str | None:
     """:func:`unsupported_reason` from the spec alone (the trace may still rule it out)."""
-    if spec.scheduler.kind != "vllm":
-        return f"scheduler {spec.scheduler.kind!r}: it runs vllm only"
-    if spec.allocator.kind != "paged":
-        return f"allocator {spec.allocator.kind!r}: it runs the paged allocator only"
+    if spec.scheduler.kind not in ("vllm", "orca"):
+        return f"scheduler {spec.scheduler.kind!r}: it runs vllm and orca"
     if spec.allocator.prefix_caching:
         return "prefix caching (block contents matter, not only block counts)"
     if spec.workload.n > 1 or spec.workload.beam_width > 1:
@@ -106,7 +118,7 @@ def run_fast(
     trace: Trace,
     *,
     scheduler: SchedulerSpec,
-    allocator: PagedAllocator,
+    allocator: KVAllocator,
     cost_model: CostModel,
     max_model_len: int,
     sample_interval_s: float = 1.0,
@@ -189,7 +201,7 @@ class _FastRun:
         self,
         trace: Trace,
         sched: SchedulerSpec,
-        alloc: PagedAllocator,
+        alloc: KVAllocator,
         cost: CostModel,
         *,
         max_model_len: int,
@@ -224,12 +236,17 @@ class _FastRun:
 
     def run(self, bar=None) -> None:  # noqa: C901, PLR0912, PLR0915 — one loop, kept flat for speed
         alloc, sched, cost, rec = self.alloc, self.sched, self.cost, self.recorder
-        bs = alloc.block_size
+        is_orca = sched.kind == "orca"
+        bs = alloc.block_size  # block size, or granule size of a contiguous heap
         total = alloc.num_total_blocks
-        wm = alloc.watermark_blocks
         capacity = alloc.capacity_slots
         outside = capacity - total * bs
-        cpu_total = alloc.num_cpu_total_blocks
+        if is_orca:
+            wm = cpu_total = 0
+            true_len = alloc.needs_true_output_len
+        else:
+            wm = alloc.watermark_blocks
+            cpu_total = alloc.num_cpu_total_blocks
         is_swap_mode = sched.preemption_mode == "swap"
         max_seqs = sched.max_num_seqs
         max_batched = sched.max_num_batched_tokens
@@ -244,7 +261,7 @@ class _FastRun:
             self.finish_s,
             self.num_preempted,
         )
-        decode_time = cost.paged_decode_step_time_fn()
+        decode_time = cost.decode_step_time_fn(is_paged=not is_orca)
         step_time = cost.step_time_s
         prefill_time_by_len: dict[int, float] = {}
         heappush, heappop = heapq.heappush, heapq.heappop
@@ -256,8 +273,15 @@ class _FastRun:
         gen = [0] * num_req
         held_swapped: dict[int, int] = {}
 
-        # running totals (module docstring)
+        # running totals (module docstring); orca: sum of targets, reservation slots past
+        # the targets (internal fragmentation), heap spans past the reservations (padding)
         n_run = sum_off = used = internal = 0
+        tgt_total = int_total = pad_total = 0
+        span_by_req: dict[int, tuple[int, int]] = {}
+        # the heap changes only at allocations and frees: a LATER head is asked again only
+        # after one (the contiguous allocators' answers are functions of the heap state)
+        heap_version = 0
+        later_req = later_version = -1
         hist = [0] * bs
         running: list[int] = []  # FCFS (request index = arrival order)
         waiting: deque[int] = deque()
@@ -318,6 +342,45 @@ class _FastRun:
             epoch[i] += 1
             return held, blocks
 
+        def join_reservation(i: int) -> None:
+            """Orca admitted request ``i`` (its region is allocated) holding its prompt."""
+            nonlocal n_run, sum_off, tgt_total, int_total, pad_total
+            region = alloc.region(i)
+            reserved = region.reserved_slots
+            tg = target[i]
+            if reserved < tg:
+                raise InvariantError(
+                    f"fast engine: request {i}'s {alloc.kind} reservation of {reserved} slots is "
+                    f"below its final length {tg}"
+                )
+            span = region.num_granules * bs
+            span_by_req[i] = (reserved, span)
+            o = prompt[i] - D
+            off[i] = o
+            ep = epoch[i] = epoch[i] + 1
+            n_run += 1
+            sum_off += o
+            tgt_total += tg
+            int_total += reserved - tg
+            pad_total += span - reserved
+            running.append(i)  # admitted in FCFS order after every running request
+            status[i] = _RUNNING
+            heappush(finish_heap, (tg - 1 - o, i, ep))
+
+        def leave_reservation(i: int) -> None:
+            nonlocal n_run, sum_off, tgt_total, int_total, pad_total, heap_version
+            reserved, span = span_by_req.pop(i)
+            tg = target[i]
+            n_run -= 1
+            sum_off -= off[i]
+            tgt_total -= tg
+            int_total -= reserved - tg
+            pad_total -= span - reserved
+            running.remove(i)
+            epoch[i] += 1
+            alloc.free(i)
+            heap_version += 1
+
         def end(i: int, state: int, why: str = "") -> None:
             nonlocal num_ended
             status[i] = state
@@ -357,7 +420,44 @@ class _FastRun:
             admitted: list[int] = []
             swapped_in = swapped_out = 0
             blocked = False
-            for _attempt in (0, 1):
+            num_decoding = n_run
+            if is_orca:  # OrcaScheduler.schedule: every running request decodes, then admit
+                if n_run:
+                    D += 1
+                while waiting and n_run + 1 <= max_seqs:
+                    i = waiting[0]
+                    if i == later_req and heap_version == later_version:
+                        blocked = True  # LATER stays LATER until the heap changes
+                        break
+                    req = AllocRequest(
+                        group_id=i,
+                        seq_id=i,
+                        prompt_len=prompt[i],
+                        num_tokens=prompt[i],
+                        segments=(),
+                    )
+                    state = alloc.can_allocate(req, output[i] if true_len else None)
+                    if state is AllocStatus.LATER:
+                        blocked = True
+                        later_req, later_version = i, heap_version
+                        break
+                    waiting.popleft()
+                    if state is AllocStatus.NEVER:
+                        end(
+                            i,
+                            _REJECTED,
+                            reservation_never_fits_reason(
+                                alloc.kind, prompt[i], output[i], 1, capacity
+                            ),
+                        )
+                        continue
+                    alloc.allocate(req, output[i] if true_len else None)
+                    heap_version += 1
+                    join_reservation(i)
+                    admitted.append(i)
+                if admitted or num_decoding:
+                    kind = _PREFILL if admitted else _DECODE
+            for _attempt in () if is_orca else (0, 1):
                 blocked = False
                 admitted = []
                 swapped_in = swapped_out = 0
@@ -467,7 +567,7 @@ class _FastRun:
                 if nxt == num_req:
                     if waiting or n_run or swapped:
                         raise InvariantError(
-                            f"vllm (fast engine) is stuck at t={t:.3f}s: {len(waiting)} waiting, "
+                            f"{sched.kind} (fast engine) is stuck at t={t:.3f}s: {len(waiting)} waiting, "
                             f"{n_run} running, {len(swapped)} swapped, and nothing can run"
                         )
                     self.end_s = t
@@ -477,7 +577,6 @@ class _FastRun:
                     stopped = True
                     break
                 duration = a - t
-                free = total - used
                 if every_step:
                     w_t = t
                 else:
@@ -487,15 +586,21 @@ class _FastRun:
                         w_index = index
                         w_t = index * iv
                 tok = sum_off + n_run * D
-                w_m0 += tok * duration
-                w_m1 += (used * bs - internal - tok) * duration
-                w_m2 += internal * duration
-                if blocked:
-                    w_m3 += (outside + free * bs) * duration
+                if is_orca:
+                    res, intl, ext = tgt_total - tok, int_total, outside + pad_total
+                    free_slots = alloc.num_free_blocks * bs
                 else:
-                    w_m3 += outside * duration
-                    w_m4 += free * bs * duration
-                w_free += free * duration
+                    res, intl, ext = used * bs - internal - tok, internal, outside
+                    free_slots = (total - used) * bs
+                w_m0 += tok * duration
+                w_m1 += res * duration
+                w_m2 += intl * duration
+                if blocked:
+                    w_m3 += (ext + free_slots) * duration
+                else:
+                    w_m3 += ext * duration
+                    w_m4 += free_slots * duration
+                w_free += (ext + free_slots) // bs * duration
                 w_dur += duration
                 if every_step:
                     flush()
@@ -503,7 +608,25 @@ class _FastRun:
                 continue
 
             # ---- the step's duration ------------------------------------------------------------
-            if kind == _PREFILL:
+            if is_orca:
+                num_step_groups = num_decoding + len(admitted)
+                num_decode_tokens = num_decoding
+                num_prefill_tokens = 0
+                if admitted:
+                    lens = tuple(prompt[i] for i in admitted)
+                    num_prefill_tokens = sum(lens)
+                    duration = step_time(
+                        BatchPlan(
+                            prefill_new_lens=lens,
+                            prefill_context_lens=lens,
+                            decode_context_lens=tuple(off[i] + D for i in running[:num_decoding]),
+                            block_size=bs,
+                            is_paged=False,
+                        )
+                    )
+                else:
+                    duration = decode_time(n_run, sum_off + n_run * D, n_run)
+            elif kind == _PREFILL:
                 num_step_groups = len(admitted)
                 lens = [off[i] + D for i in admitted]
                 num_prefill_tokens = sum(lens)
@@ -547,9 +670,9 @@ class _FastRun:
 
             # ---- record the step (memory as it stands after the schedule) -----------------------
             num_steps += 1
-            if num_decode_tokens:
+            if num_decode_tokens:  # steps that decode; orca's batch counts its prefills too
                 num_decode_steps += 1
-                decode_batch_sum += num_decode_tokens
+                decode_batch_sum += num_step_groups
             moved = swapped_in + swapped_out
             num_swapped_blocks += moved
             if every_step:
@@ -560,8 +683,13 @@ class _FastRun:
                     flush()
                     w_index = index
                     w_t = index * iv
-            free = total - used
             tok = sum_off + n_run * D
+            if is_orca:
+                res, intl, ext = tgt_total - tok, int_total, outside + pad_total
+                free_slots = alloc.num_free_blocks * bs
+            else:
+                res, intl, ext = used * bs - internal - tok, internal, outside
+                free_slots = (total - used) * bs
             w_steps += 1
             w_batch += num_step_groups
             w_pre += num_prefill_tokens
@@ -571,21 +699,30 @@ class _FastRun:
             w_q2 += len(swapped)
             w_swapped += moved
             w_m0 += tok * duration
-            w_m1 += (used * bs - internal - tok) * duration
-            w_m2 += internal * duration
+            w_m1 += res * duration
+            w_m2 += intl * duration
             if blocked:
-                w_m3 += (outside + free * bs) * duration
+                w_m3 += (ext + free_slots) * duration
             else:
-                w_m3 += outside * duration
-                w_m4 += free * bs * duration
-            w_free += free * duration
+                w_m3 += ext * duration
+                w_m4 += free_slots * duration
+            w_free += (ext + free_slots) // bs * duration
             w_dur += duration
             if every_step:
                 flush()
 
             # ---- the step ends: tokens, finishes --------------------------------------------------
             t = end_t
-            if kind == _PREFILL:
+            if is_orca:
+                for i in admitted:
+                    first_token_s[i] = t
+                while finish_heap and finish_heap[0][0] <= D:
+                    d, i, ep = heappop(finish_heap)
+                    if ep == epoch[i]:
+                        leave_reservation(i)
+                        finish_s[i] = t
+                        end(i, _FINISHED)
+            elif kind == _PREFILL:
                 for i in admitted:
                     if (
                         first_token_s[i] != first_token_s[i]
@@ -602,7 +739,9 @@ class _FastRun:
                         leave(i)
                         finish_s[i] = t
                         end(i, _FINISHED)
-            if self.check:
+            if self.check and is_orca:
+                self._check_orca(D, running, off, target, span_by_req, n_run, sum_off, tgt_total)
+            elif self.check:
                 self._check(D, running, off, target, n_run, sum_off, used, internal, hist, bs)
                 if total - used < 0 or cpu_used < 0 or cpu_used > cpu_total:
                     raise InvariantError(
@@ -629,6 +768,18 @@ class _FastRun:
         )
         if bar is not None:
             bar.update(num_ended - bar.n)
+
+    @staticmethod
+    def _check_orca(D, running, off, target, span_by_req, n_run, sum_off, tgt_total) -> None:
+        """Orca's running totals recomputed from the running requests (debug mode)."""
+        got = (n_run, sum_off, tgt_total, sorted(span_by_req))
+        expected = (len(running), sum(off[i] for i in running), sum(target[i] for i in running))
+        if got != (*expected, running) or running != sorted(running):
+            raise InvariantError(f"fast engine (orca) totals drifted at D={D}: {got} != {expected}")
+        for i in running:
+            held = off[i] + D
+            if not 1 <= held < target[i] or span_by_req[i][0] < target[i]:
+                raise InvariantError(f"request {i} holds {held} slots, target {target[i]}")
 
     @staticmethod
     def _check(D, running, off, target, n_run, sum_off, used, internal, hist, bs) -> None:

@@ -30,7 +30,7 @@ bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node).
 Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The layer GEMM
 total depends only on T and is memoised per T on the instance; decode attention
 needs only the number of sequences, sum(context) and sum(ceil(context / block)).
-:meth:`CostModel.paged_decode_step_time_fn` gives the fast engine the same decode step
+:meth:`CostModel.decode_step_time_fn` gives the fast engine the same decode step
 time from those three running totals in O(1).
 """
 
@@ -198,12 +198,13 @@ class CostModel:
         t += self._c["step_overhead"].time_s(F.step_overhead(plan.num_seqs, num_tokens))
         return t
 
-    def paged_decode_step_time_fn(self) -> Callable[[int, int, int], float]:
-        """``f(num_seqs, total_ctx, num_blocks)``: the time of a pure-decode paged step.
+    def decode_step_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
+        """``f(num_seqs, total_ctx, num_blocks)``: the time of a pure-decode step.
 
         Equal, bit for bit, to ``step_time_s`` of a plan whose ``decode_context_lens``
-        number ``num_seqs``, sum to ``total_ctx`` and hold ``num_blocks`` blocks (sum of
-        ceil(ctx / block_size)), with nothing prefilled, copied or swapped: the same
+        number ``num_seqs`` and sum to ``total_ctx``, with ``num_blocks`` the blocks they
+        hold (sum of ceil(ctx / block_size)) on a paged cache and ``num_seqs`` on a
+        contiguous one (one region each), nothing prefilled, copied or swapped: the same
         operations in the same order (every feature is an integer-valued float, exact
         below 2**53, so precomputing their integer factors changes no rounding). The
         per-``num_seqs`` terms are memoised. For the fast engine, which keeps those
@@ -211,7 +212,7 @@ class CostModel:
         """
         m = self.model
         h, kvh, d, dt = self._num_heads, self._num_kv_heads, m.head_dim, m.dtype_bytes
-        c = self._c["paged_decode_attention"]
+        c = self._c["paged_decode_attention" if is_paged else "contiguous_decode_attention"]
         const, s_byte, s_flop = c.const_s, c.s_per_byte, c.s_per_flop
         s_block, s_seq, s_tok = c.s_per_block, c.s_per_seq, c.s_per_token
         kv_per_ctx, qo_per_seq, flops_per_ctx = 2 * kvh * d * dt, 2 * h * d * dt, 4 * h * d

@@ -50,6 +50,15 @@ from pagesim.simulator.request import (
 from pagesim.simulator.spec import SchedulerSpec
 
 
+def reservation_never_fits_reason(
+    kind: str, prompt_len: int, output_len: int, num_seqs: int, capacity_slots: int
+) -> str:
+    return (
+        f"a {kind} reservation for prompt {prompt_len} + output {output_len} "
+        f"(x{num_seqs} sequences) can never fit the {capacity_slots}-slot KV pool"
+    )
+
+
 def by_arrival(group: SequenceGroup) -> int:
     """FCFS sort key: request ids are in arrival order (trace contract)."""
     return group.group_id
@@ -202,9 +211,13 @@ class Scheduler(ABC):
             alloc = self.allocator
             self._reject(
                 group,
-                f"a {alloc.kind} reservation for prompt {group.prompt_len} + output "
-                f"{group.output_len} (x{group.max_num_seqs} sequences) can never fit the "
-                f"{alloc.capacity_slots}-slot KV pool",
+                reservation_never_fits_reason(
+                    alloc.kind,
+                    group.prompt_len,
+                    group.output_len,
+                    group.max_num_seqs,
+                    alloc.capacity_slots,
+                ),
             )
         else:
             self.waiting.popleft()

@@ -215,16 +215,21 @@ def test_llama_gqa_reads_less_kv_than_mha():
 
 
 @pytest.mark.parametrize("model", ["opt-13b", "llama-2-7b", "llama-3-8b"])
-@pytest.mark.parametrize("block_size", [1, 16, 7])
-def test_paged_decode_time_fn_equals_step_time_exactly(model, block_size):
+@pytest.mark.parametrize("block_size", [1, 16, 7, None])
+def test_decode_time_fn_equals_step_time_exactly(model, block_size):
     gpu = get_gpu("a100-80gb")
     cm = CostModel(get_model(model), gpu, analytic_profile(gpu))
-    fn = cm.paged_decode_step_time_fn()
-    rng = np.random.default_rng(block_size)
+    is_paged = block_size is not None
+    fn = cm.decode_step_time_fn(is_paged=is_paged)
+    rng = np.random.default_rng(block_size or 0)
     for num_seqs in (1, 2, 23, 256):
         ctx = [int(c) for c in rng.integers(1, 4000, size=num_seqs)]
-        blocks = sum(-(-c // block_size) for c in ctx)
-        plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=block_size)
+        if is_paged:
+            blocks = sum(-(-c // block_size) for c in ctx)
+            plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=block_size)
+        else:  # contiguous: one region per sequence
+            blocks = num_seqs
+            plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=16, is_paged=False)
         # bit for bit, not approximately: the fast engine's exactness rests on it
         assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)
         assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)  # memoised path

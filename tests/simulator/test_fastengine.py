@@ -7,7 +7,8 @@ exactly, times to 1e-9 relative).
 - ``random_doc``: every scheduler and allocator, parallel sampling, beam search,
   prefix caching (the fast engine falls back to the step engine outside its scope;
   those must agree trivially, and ``extra["fast_engine"]`` says which ran);
-- ``in_scope_doc``: the fast engine's scope (vllm, paged, one sequence per request)
+- ``orca_doc``: Orca over every reservation policy and heap, in the fast engine;
+- ``in_scope_doc``: vllm in the fast engine (paged, one sequence per request)
   stressed: pools small enough to preempt on every step, recompute and swap, CPU swap
   space too small (aborts), watermarks, ``max_num_seqs`` and token budgets that bind,
   prompts over the limit, every arrival process, time limits, ``every_step``,
@@ -133,6 +134,44 @@ def in_scope_doc(seed: int) -> dict:
     return doc
 
 
+def orca_doc(seed: int) -> dict:
+    """A random Orca configuration (in the fast engine's scope): every reservation
+    policy and heap, granule sizes, pools small enough to block and to never fit."""
+    rng = np.random.default_rng(2000 + seed)
+    policy = str(rng.choice(["max", "pow2", "oracle"]))
+    arrivals = {"process": str(rng.choice(["poisson", "gamma", "burst"]))}
+    if arrivals["process"] != "burst":
+        arrivals["rate_req_s"] = float(rng.choice([1.0, 8.0, 64.0]))
+    max_model_len = int(rng.choice([512, 2048]))
+    kv_slots = int(rng.choice([300, 1500, 4000, 16000]))
+    if policy == "max":
+        kv_slots = max(kv_slots, max_model_len)
+    doc = {
+        "workload": {
+            "name": str(rng.choice(["sharegpt", "alpaca-like"])),
+            "num_requests": int(rng.integers(20, 80)),
+        },
+        "arrivals": arrivals,
+        "hardware": {"kv_slots": kv_slots},
+        "allocator": {
+            "kind": policy,
+            "placement": str(rng.choice(["buddy", "first_fit"])),
+            "granule_slots": int(rng.choice([1, 16, 64])),
+        },
+        "scheduler": {"kind": "orca", "max_num_seqs": int(rng.choice([2, 8, 256]))},
+        "metrics": {"sample_interval_s": float(rng.choice([0.05, 1.0, 10.0]))},
+        "max_model_len": max_model_len,
+        "seed": seed,
+    }
+    if rng.random() < 0.25:
+        doc["max_sim_time_s"] = float(rng.choice([2.0, 10.0]))
+    if rng.random() < 0.15:
+        doc["metrics"]["every_step"] = True
+    if rng.random() < 0.3:
+        doc["check_invariants"] = True
+    return doc
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_fast_equals_step_on_random_configs(seed):
     step, fast = run_both(random_doc(seed))
@@ -146,6 +185,25 @@ def test_fast_equals_step_in_scope(seed):
     step, fast = run_both(in_scope_doc(seed))
     assert fast.extra["fast_engine"] == 1.0
     assert_same(step, fast)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_fast_equals_step_orca(seed):
+    step, fast = run_both(orca_doc(seed))
+    assert fast.extra["fast_engine"] == 1.0
+    assert_same(step, fast)
+
+
+def test_orca_configs_block_and_reject():
+    """The Orca differential sees head-of-line blocking (memory-bound batches), requests
+    that can never fit (rejected with a reason), and time limits."""
+    seen = dict.fromkeys(["never", "unfinished", "memory_bound"], 0)
+    for seed in range(24):
+        res = simulate(run_spec_from_dict(orca_doc(seed)))
+        seen["never"] += any("can never fit" in r for r in res.requests["reason"])
+        seen["unfinished"] += res.extra["num_unfinished"] > 0
+        seen["memory_bound"] += res.summary["mem_external_frag_frac"] > 0.05
+    assert all(seen.values()), seen
 
 
 def test_in_scope_configs_hit_every_event():
@@ -180,7 +238,7 @@ def test_out_of_scope_runs_fall_back_and_say_so():
     from pagesim.workloads import build_trace
 
     cases = {
-        "orca": {"scheduler": {"kind": "orca"}, "allocator": {"kind": "oracle"}},
+        "static": {"scheduler": {"kind": "static"}, "allocator": {"kind": "oracle"}},
         "prefix caching": {"allocator": {"prefix_caching": True}},
         "parallel sampling": {"workload": {"name": "alpaca-like", "num_requests": 10, "n": 2}},
     }
