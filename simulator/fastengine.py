@@ -81,7 +81,7 @@ from pagesim.simulator.schedulers.vllm import (
     prompt_limit_reason,
 )
 from pagesim.simulator.spec import RunSpec, SchedulerSpec
-from pagesim.simulator.summary import num_unfinished, summarize
+from pagesim.simulator.summary import run_result
 from pagesim.workloads.trace import Trace
 
 # request states (one byte each)
@@ -157,28 +157,17 @@ def run_fast(
     if bar is not None:
         bar.update(run.num_requests - bar.n)
         bar.close()
-    requests = run.requests_frame()
-    first_arrival = float(trace.table["arrival_s"].iloc[0])
-    makespan_s = run.end_s - first_arrival
-    summary = summarize(
-        requests,
+    result = run_result(
+        trace,
+        run.requests_frame(),
         recorder,
-        makespan_s=makespan_s,
+        end_s=run.end_s,
         num_preemptions=run.num_preemptions,
         prefix_hit_rate=allocator.prefix_cache.hit_rate,
-        sim_wall_s=time.perf_counter() - wall_start,
+        wall_start=wall_start,
     )
-    extra = {
-        "makespan_s": makespan_s,
-        "num_steps": float(recorder.num_steps),
-        "num_unfinished": float(num_unfinished(requests)),
-        "num_copied_blocks": 0.0,
-        "mem_sharing_saved_frac": recorder.sharing_saved_frac,
-        "fast_engine": 1.0,
-    }
-    return RunResult(
-        summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
-    )
+    result.extra["fast_engine"] = 1.0
+    return result
 
 
 def _simpy_arrival_times(arrival_s: list[float]) -> list[float]:
@@ -282,6 +271,7 @@ class _FastRun:
         # after one (the contiguous allocators' answers are functions of the heap state)
         heap_version = 0
         later_req = later_version = -1
+        heap_free_slots = alloc.num_free_blocks * bs if is_orca else 0
         hist = [0] * bs
         running: list[int] = []  # FCFS (request index = arrival order)
         waiting: deque[int] = deque()
@@ -368,7 +358,7 @@ class _FastRun:
             heappush(finish_heap, (tg - 1 - o, i, ep))
 
         def leave_reservation(i: int) -> None:
-            nonlocal n_run, sum_off, tgt_total, int_total, pad_total, heap_version
+            nonlocal n_run, sum_off, tgt_total, int_total, pad_total, heap_version, heap_free_slots
             reserved, span = span_by_req.pop(i)
             tg = target[i]
             n_run -= 1
@@ -380,6 +370,7 @@ class _FastRun:
             epoch[i] += 1
             alloc.free(i)
             heap_version += 1
+            heap_free_slots = alloc.num_free_blocks * bs
 
         def end(i: int, state: int, why: str = "") -> None:
             nonlocal num_ended
@@ -453,6 +444,7 @@ class _FastRun:
                         continue
                     alloc.allocate(req, output[i] if true_len else None)
                     heap_version += 1
+                    heap_free_slots = alloc.num_free_blocks * bs
                     join_reservation(i)
                     admitted.append(i)
                 if admitted or num_decoding:
@@ -562,7 +554,7 @@ class _FastRun:
                     kind = _DECODE
                     break
 
-            # ---- idle, or the end of the run ------------------------------------------------
+            # ---- idle until the next arrival, or the end of the run ---------------------------
             if kind == _NONE:
                 if nxt == num_req:
                     if waiting or n_run or swapped:
@@ -572,43 +564,11 @@ class _FastRun:
                         )
                     self.end_s = t
                     break
-                a = arrival[nxt]
-                if a >= limit_s:
-                    stopped = True
-                    break
-                duration = a - t
-                if every_step:
-                    w_t = t
-                else:
-                    index = int(t // iv)
-                    if index != w_index:
-                        flush()
-                        w_index = index
-                        w_t = index * iv
-                tok = sum_off + n_run * D
-                if is_orca:
-                    res, intl, ext = tgt_total - tok, int_total, outside + pad_total
-                    free_slots = alloc.num_free_blocks * bs
-                else:
-                    res, intl, ext = used * bs - internal - tok, internal, outside
-                    free_slots = (total - used) * bs
-                w_m0 += tok * duration
-                w_m1 += res * duration
-                w_m2 += intl * duration
-                if blocked:
-                    w_m3 += (ext + free_slots) * duration
-                else:
-                    w_m3 += ext * duration
-                    w_m4 += free_slots * duration
-                w_free += (ext + free_slots) // bs * duration
-                w_dur += duration
-                if every_step:
-                    flush()
-                t = a
-                continue
-
-            # ---- the step's duration ------------------------------------------------------------
-            if is_orca:
+                end_t = arrival[nxt]
+                duration = end_t - t
+                num_step_groups = num_prefill_tokens = num_decode_tokens = 0
+            # ---- or the step's duration --------------------------------------------------------
+            elif is_orca:
                 num_step_groups = num_decoding + len(admitted)
                 num_decode_tokens = num_decoding
                 num_prefill_tokens = 0
@@ -663,18 +623,13 @@ class _FastRun:
                     )
                 else:
                     duration = decode_time(n_run, sum_off + n_run * D, used)
-            end_t = t + duration
-            if end_t >= limit_s:
+            if kind != _NONE:
+                end_t = t + duration
+            if end_t >= limit_s:  # the step in flight (or the idle period) is abandoned
                 stopped = True
                 break
 
-            # ---- record the step (memory as it stands after the schedule) -----------------------
-            num_steps += 1
-            if num_decode_tokens:  # steps that decode; orca's batch counts its prefills too
-                num_decode_steps += 1
-                decode_batch_sum += num_step_groups
-            moved = swapped_in + swapped_out
-            num_swapped_blocks += moved
+            # ---- record the step or idle period (memory as it stands after the schedule) -------
             if every_step:
                 w_t = t
             else:
@@ -686,18 +641,25 @@ class _FastRun:
             tok = sum_off + n_run * D
             if is_orca:
                 res, intl, ext = tgt_total - tok, int_total, outside + pad_total
-                free_slots = alloc.num_free_blocks * bs
+                free_slots = heap_free_slots
             else:
                 res, intl, ext = used * bs - internal - tok, internal, outside
                 free_slots = (total - used) * bs
-            w_steps += 1
-            w_batch += num_step_groups
-            w_pre += num_prefill_tokens
-            w_dec += num_decode_tokens
-            w_q0 += len(waiting)
-            w_q1 += n_run
-            w_q2 += len(swapped)
-            w_swapped += moved
+            if kind != _NONE:
+                num_steps += 1
+                if num_decode_tokens:  # steps that decode; orca's batch counts its prefills too
+                    num_decode_steps += 1
+                    decode_batch_sum += num_step_groups
+                moved = swapped_in + swapped_out
+                num_swapped_blocks += moved
+                w_steps += 1
+                w_batch += num_step_groups
+                w_pre += num_prefill_tokens
+                w_dec += num_decode_tokens
+                w_q0 += len(waiting)
+                w_q1 += n_run
+                w_q2 += len(swapped)
+                w_swapped += moved
             w_m0 += tok * duration
             w_m1 += res * duration
             w_m2 += intl * duration
@@ -713,6 +675,8 @@ class _FastRun:
 
             # ---- the step ends: tokens, finishes --------------------------------------------------
             t = end_t
+            if kind == _NONE:
+                continue
             if is_orca:
                 for i in admitted:
                     first_token_s[i] = t
@@ -756,18 +720,13 @@ class _FastRun:
             why = f"arrives after max_sim_time_s = {self.max_sim_time_s}"
             for i in range(nxt, num_req):
                 end(i, _UNFINISHED, why)
-        if every_step:
-            pass
-        elif w_steps or w_dur:
-            flush()
+        flush()  # the open window (nothing when empty)
         rec.add_counts(
             num_steps=num_steps,
             num_decode_steps=num_decode_steps,
             decode_batch_sum=decode_batch_sum,
             num_swapped_blocks=num_swapped_blocks,
         )
-        if bar is not None:
-            bar.update(num_ended - bar.n)
 
     @staticmethod
     def _check_orca(D, running, off, target, span_by_req, n_run, sum_off, tgt_total) -> None:

@@ -30,7 +30,7 @@ from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
-from pagesim.simulator.summary import num_unfinished, request_row, requests_frame, summarize
+from pagesim.simulator.summary import request_row, requests_frame, run_result
 from pagesim.workloads.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -69,10 +69,15 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     cost_model = make_cost_model(
         spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
     )
-    scheduler = SCHEDULERS[spec.scheduler.kind](
-        spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
-    )
-    fallback = None
+    replay = {
+        "sample_interval_s": spec.metrics.sample_interval_s,
+        "every_step": spec.metrics.every_step,
+        "max_sim_time_s": spec.max_sim_time_s,
+        "check_invariants": spec.check_invariants,
+        "progress": progress,
+        "wall_start": wall_start,
+    }
+    result = fallback = None
     if spec.engine == "fast":
         from pagesim.simulator.fastengine import run_fast, unsupported_reason
 
@@ -84,29 +89,22 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
                 allocator=allocator,
                 cost_model=cost_model,
                 max_model_len=spec.max_model_len,
-                sample_interval_s=spec.metrics.sample_interval_s,
-                every_step=spec.metrics.every_step,
-                max_sim_time_s=spec.max_sim_time_s,
-                check_invariants=spec.check_invariants,
-                progress=progress,
-                wall_start=wall_start,
+                **replay,
             )
-            result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
-            return result
-        log.info("engine 'fast' does not cover %s: running the step engine", fallback)
-    result = run_engine(
-        trace,
-        scheduler,
-        cost_model.step_time_s,
-        sample_interval_s=spec.metrics.sample_interval_s,
-        every_step=spec.metrics.every_step,
-        max_sim_time_s=spec.max_sim_time_s,
-        check_invariants=spec.check_invariants,
-        progress=progress,
-        wall_start=wall_start,
-    )
-    if fallback is not None:
-        result.extra["fast_engine"] = 0.0
+        else:
+            log.info("engine 'fast' does not cover %s: running the step engine", fallback)
+    if result is None:
+        scheduler = SCHEDULERS[spec.scheduler.kind](
+            spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
+        )
+        result = run_engine(
+            trace,
+            scheduler,
+            cost_model.step_time_s,
+            **replay,
+        )
+        if fallback is not None:
+            result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
     return result
 
@@ -172,26 +170,14 @@ def run_engine(
             end_s = engine.last_event_s
     if bar is not None:
         bar.close()
-    requests = requests_frame(rows)
-    first_arrival = float(trace.table["arrival_s"].iloc[0]) if trace.num_requests else 0.0
-    makespan_s = end_s - first_arrival
-    summary = summarize(
-        requests,
+    return run_result(
+        trace,
+        requests_frame(rows),
         recorder,
-        makespan_s=makespan_s,
+        end_s=end_s,
         num_preemptions=scheduler.num_preemptions,
         prefix_hit_rate=allocator.prefix_cache.hit_rate,
-        sim_wall_s=time.perf_counter() - wall_start,
-    )
-    extra = {
-        "makespan_s": makespan_s,
-        "num_steps": float(recorder.num_steps),
-        "num_unfinished": float(num_unfinished(requests)),
-        "num_copied_blocks": float(recorder.num_copied_blocks),
-        "mem_sharing_saved_frac": recorder.sharing_saved_frac,
-    }
-    return RunResult(
-        summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
+        wall_start=wall_start,
     )
 
 

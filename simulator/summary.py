@@ -15,12 +15,14 @@ parallel sampling; ``output_len`` for beam search, which returns one beam).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.request import FINISHED, REJECTED, UNFINISHED, SequenceGroup
-from pagesim.simulator.result import METRIC_COLUMNS, REQUEST_COLUMNS
+from pagesim.simulator.result import METRIC_COLUMNS, REQUEST_COLUMNS, RunResult
 
 
 def request_row(group: SequenceGroup) -> tuple:
@@ -106,6 +108,40 @@ def summarize(
     }
     assert tuple(summary) == METRIC_COLUMNS, "summary keys drifted from METRIC_COLUMNS"
     return summary
+
+
+def run_result(
+    trace,
+    requests: pd.DataFrame,
+    recorder: StepRecorder,
+    *,
+    end_s: float,
+    num_preemptions: int,
+    prefix_hit_rate: float,
+    wall_start: float,
+) -> RunResult:
+    """The RunResult of a replay that ended at ``end_s`` (either engine): summary row
+    (makespan from the first arrival), extra values, time series."""
+    first_arrival = float(trace.table["arrival_s"].iloc[0]) if trace.num_requests else 0.0
+    makespan_s = end_s - first_arrival
+    summary = summarize(
+        requests,
+        recorder,
+        makespan_s=makespan_s,
+        num_preemptions=num_preemptions,
+        prefix_hit_rate=prefix_hit_rate,
+        sim_wall_s=time.perf_counter() - wall_start,
+    )
+    extra = {
+        "makespan_s": makespan_s,
+        "num_steps": float(recorder.num_steps),
+        "num_unfinished": float(num_unfinished(requests)),
+        "num_copied_blocks": float(recorder.num_copied_blocks),
+        "mem_sharing_saved_frac": recorder.sharing_saved_frac,
+    }
+    return RunResult(
+        summary=summary, requests=requests, timeseries=recorder.timeseries(), extra=extra
+    )
 
 
 def num_unfinished(requests: pd.DataFrame) -> int:
