@@ -72,6 +72,9 @@ def test_golden(path):
         assert_column(f"summary.{key}", [result.summary[key]], [want])
     for key, want in golden["extra"].items():
         assert_column(f"extra.{key}", [result.extra[key]], [want])
+    # every prompt token served from the prefix cache is in the time series once
+    hits = int(result.timeseries["prefix_hit_tokens"].sum())
+    assert hits == int(result.requests["num_cached_tokens"].sum())
 
 
 def test_goldens_cover_every_kind_and_event():
