@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from pagesim.specbase import Registered
 from pagesim.specbase import StrictSpec as _Spec
 
 
@@ -40,7 +41,9 @@ class WorkloadSpec(_Spec):
     output exceeds the run's ``max_model_len``; every drop is counted and reported.
     """
 
-    name: str = "sharegpt"
+    name: Annotated[str, Registered("pagesim.workloads.registry", "WORKLOADS", "workload")] = (
+        "sharegpt"
+    )
     path: str | None = None
     num_requests: int | None = Field(default=1000, ge=1)
     duration_s: float | None = Field(default=None, gt=0)
