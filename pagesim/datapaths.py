@@ -55,12 +55,12 @@ class ExternalDataset:
         )
 
 
-_AZURE_URL = "https://github.com/Azure/AzurePublicDataset/blob/master/data/"
+_AZURE_URL = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/"
 
 EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
     "alpaca": ExternalDataset(
         "alpaca", "Stanford Alpaca instruction data, 52,002 records",
-        "https://github.com/tatsu-lab/stanford_alpaca/blob/main/alpaca_data.json",
+        "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/main/alpaca_data.json",
         "alpaca_data.json", "CC BY-NC 4.0", "alpaca.npz",
         "pagesim workload prepare alpaca"),
     "azure-conv": ExternalDataset(

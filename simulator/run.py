@@ -8,6 +8,8 @@ RunResult. ``spec.engine`` "fast" replays on ``simulator.fastengine`` when
 otherwise (and with "step") the SimPy step engine replays it, and a fast request that
 fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
 here and passed down: first to trace building, then to the scheduler (beam choices).
+The summary then gets the vLLM-named metrics (``simulator/vllm_metrics.py``; ITL from
+the step engine's token gaps, NaN after the fast engine, which does not record them).
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
@@ -31,6 +33,7 @@ from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import request_row, requests_frame, run_result
+from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         "progress": progress,
         "wall_start": wall_start,
     }
-    result = fallback = None
+    result = fallback = scheduler = None
     if spec.engine == "fast":
         from pagesim.simulator.fastengine import run_fast, unsupported_reason
 
@@ -106,6 +109,15 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         if fallback is not None:
             result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    token_gaps = None if scheduler is None else scheduler.token_gaps  # fast engine: not recorded
+    result.summary.update(
+        vllm_summary(
+            result.requests,
+            duration_s=result.extra["makespan_s"],
+            spec=spec.metrics,
+            token_gaps=token_gaps,
+        )
+    )
     return result
 
 

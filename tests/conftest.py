@@ -43,3 +43,9 @@ def _empty_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 @pytest.fixture
 def shared_data() -> Callable[..., Path]:
     return shared_file
+
+
+@pytest.fixture
+def shared_data_root() -> Path:
+    """The shared data folder, which may be absent (for tests that adapt rather than skip)."""
+    return shared_root()

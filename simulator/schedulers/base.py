@@ -48,6 +48,7 @@ from pagesim.simulator.request import (
     SequenceGroup,
 )
 from pagesim.simulator.spec import SchedulerSpec
+from pagesim.simulator.token_gaps import TokenGaps
 
 
 def reservation_never_fits_reason(
@@ -93,6 +94,8 @@ class Scheduler(ABC):
         self.num_step_groups = 0
         self.num_decode_groups = 0
         self.num_preemptions = 0
+        #: every inter-token gap, for vLLM's ITL statistics (simulator/token_gaps.py)
+        self.token_gaps = TokenGaps()
         self._stepped: list[SequenceGroup] = []
         self._done: list[SequenceGroup] = []
         self._next_seq_id = 0
@@ -299,6 +302,9 @@ class Scheduler(ABC):
         group.num_generated += 1
         if math.isnan(group.first_token_s):  # a recomputed group keeps its first-token time
             group.first_token_s = now_s
+        else:
+            self.token_gaps.add(now_s - group.last_token_s)
+        group.last_token_s = now_s
         if group.is_done:
             return
         if group.beam_width > 1:
