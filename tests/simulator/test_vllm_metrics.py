@@ -106,7 +106,8 @@ def test_token_gaps_match_numpy_on_the_expanded_list():
     rng = np.random.default_rng(1)
     gaps = TokenGaps()
     expanded = []
-    for value, count in zip(rng.choice([0.01, 0.02, 0.035, 0.5], 40), rng.integers(1, 9, 40)):
+    values, counts = rng.choice([0.01, 0.02, 0.035, 0.5], 40), rng.integers(1, 9, 40)
+    for value, count in zip(values, counts, strict=True):
         gaps.add(float(value), int(count))
         expanded += [float(value)] * int(count)
     assert gaps.num_gaps == len(expanded)
