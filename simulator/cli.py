@@ -110,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
     base: dict = {}
     source = "command line"
@@ -134,8 +135,12 @@ def _run(args: argparse.Namespace) -> int:
     )
     print(f"cost model: {cost.description}")
     print(f"engine: {_engine_note(spec, result)}")
-    width = max(len(c) for c in METRIC_COLUMNS)
+    vllm_columns = vllm_metric_columns(spec.metrics)
+    width = max(len(c) for c in (*METRIC_COLUMNS, *vllm_columns))
     for name in METRIC_COLUMNS:
+        print(f"  {name:<{width}}  {result.summary[name]:.6g}")
+    print("  as vllm bench serve names them (docs/metrics.md):")
+    for name in vllm_columns:
         print(f"  {name:<{width}}  {result.summary[name]:.6g}")
     rejected = result.requests[result.requests["status"] == "rejected"]
     for reason, count in rejected["reason"].value_counts().items():
