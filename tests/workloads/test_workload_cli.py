@@ -67,7 +67,7 @@ def test_prepare_sharegpt_excerpt(capsys, data_dir, tmp_path):
     pytest.importorskip("tokenizers")
     out_file = tmp_path / "sg.npz"
     code, out, _ = _run(capsys, "workload", "prepare", "sharegpt",
-                        "--source", str(data_dir / "sharegpt_truncated.json"), "--out", str(out_file))  # fmt: skip
+                        "--source", str(data_dir / "sharegpt_sample_truncated.json"), "--out", str(out_file))  # fmt: skip
     assert code == 0 and "truncated" in out
     assert load_table(out_file).conv_ids.tolist() == [0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 6, 7]
 
