@@ -53,6 +53,12 @@ times are chained the way SimPy computes them), the same per-step memory; only r
 totals are summed window by window instead of step by step, so they agree to
 floating-point rounding (1e-9 relative is asserted; counts are exact).
 
+Inter-token gaps (vLLM's ITL samples, ``simulator/token_gaps.py``) are recorded in
+bulk too: a decode step adds one count for the groups whose previous token came from
+the previous decode step, and one per distinct time for the groups that joined since
+(a prefill, a swap-in); a recompute's prefill adds its own gap. The multiset equals
+the step engine's.
+
 Debug mode (``check_invariants``): after every step the running totals are
 recomputed from the running groups and compared.
 """
@@ -82,6 +88,7 @@ from pagesim.simulator.schedulers.vllm import (
 )
 from pagesim.simulator.spec import RunSpec, SchedulerSpec
 from pagesim.simulator.summary import run_result
+from pagesim.simulator.token_gaps import TokenGaps
 from pagesim.workloads.trace import Trace
 
 # request states (one byte each)
@@ -127,10 +134,11 @@ def run_fast(
     check_invariants: bool = False,
     progress: bool = False,
     wall_start: float | None = None,
+    token_gaps: TokenGaps | None = None,
 ) -> RunResult:
     """Replay ``trace`` (in scope: :func:`unsupported_reason` is None) and return the
     RunResult the step engine would return. ``allocator`` only supplies the pool's
-    parameters; it is not touched."""
+    parameters; it is not touched. Inter-token gaps go into ``token_gaps`` when given."""
     wall_start = time.perf_counter() if wall_start is None else wall_start
     recorder = StepRecorder(
         capacity_slots=allocator.capacity_slots,
@@ -147,6 +155,7 @@ def run_fast(
         recorder=recorder,
         max_sim_time_s=max_sim_time_s,
         check_invariants=check_invariants,
+        token_gaps=token_gaps if token_gaps is not None else TokenGaps(),
     )
     bar = None
     if progress:
@@ -197,6 +206,7 @@ class _FastRun:
         recorder: StepRecorder,
         max_sim_time_s: float | None,
         check_invariants: bool,
+        token_gaps: TokenGaps,
     ) -> None:
         table = trace.table
         self.table = table
@@ -211,6 +221,7 @@ class _FastRun:
         self.recorder = recorder
         self.max_sim_time_s = max_sim_time_s
         self.check = check_invariants
+        self.token_gaps = token_gaps
         # results
         n = self.num_requests
         self.status = bytearray(n)
@@ -261,6 +272,18 @@ class _FastRun:
         epoch = [0] * num_req
         gen = [0] * num_req
         held_swapped: dict[int, int] = {}
+        # inter-token gaps (simulator/token_gaps.py): every running group decodes in every
+        # decode step, so its latest token came out at t_dec (the end of the latest decode
+        # step) unless it is *fresh*: (re)joined since then, its latest token at tok_t[i]
+        # (a prefill's end, or its last token before a swap-out). fresh counts them by
+        # tok_t; fresh_mark[i] == num_dec_done marks one. Gaps of a decode step: t - t_dec
+        # for the others, t - tok_t for the fresh; a recompute's prefill: t - tok_t.
+        gaps = self.token_gaps
+        tok_t = [0.0] * num_req
+        fresh_mark = [-1] * num_req
+        fresh: dict[float, int] = {}
+        num_dec_done = 0
+        t_dec = 0.0
 
         # running totals (module docstring); orca: sum of targets, reservation slots past
         # the targets (internal fragmentation), heap spans past the reservations (padding)
@@ -494,6 +517,15 @@ class _FastRun:
                             preempted = True
                             victim = queue.pop() if queue else g
                             held, blocks = leave(victim)
+                            if fresh_mark[victim] == num_dec_done:  # latest token: tok_t
+                                left = fresh[tok_t[victim]] - 1
+                                if left:
+                                    fresh[tok_t[victim]] = left
+                                else:
+                                    del fresh[tok_t[victim]]
+                                fresh_mark[victim] = -1
+                            else:
+                                tok_t[victim] = t_dec
                             free += blocks
                             num_preempted[victim] += 1
                             self.num_preemptions += 1
@@ -549,6 +581,8 @@ class _FastRun:
                         cpu_used -= blocks
                         swapped_in += blocks
                         join(i, held + 1)  # swapped in, then its decode slot appended
+                        fresh[tok_t[i]] = fresh.get(tok_t[i], 0) + 1
+                        fresh_mark[i] = num_dec_done
                         num_seqs += 1
                 if n_run or swapped_out:
                     kind = _DECODE
@@ -677,7 +711,10 @@ class _FastRun:
             t = end_t
             if kind == _NONE:
                 continue
-            if is_orca:
+            if is_orca:  # every running request decoded in the previous iteration too
+                if num_decoding:
+                    gaps.add(t - t_dec, num_decoding)
+                t_dec = t
                 for i in admitted:
                     first_token_s[i] = t
                 while finish_heap and finish_heap[0][0] <= D:
@@ -692,11 +729,26 @@ class _FastRun:
                         first_token_s[i] != first_token_s[i]
                     ):  # NaN: a recomputed group keeps its own
                         first_token_s[i] = t
+                    else:
+                        gaps.add(t - tok_t[i])
+                    tok_t[i] = t
                     if gen[i] + 1 >= output[i]:
                         leave(i)
                         finish_s[i] = t
                         end(i, _FINISHED)
+                    else:
+                        fresh[t] = fresh.get(t, 0) + 1
+                        fresh_mark[i] = num_dec_done
             else:
+                if n_run:
+                    num_fresh = 0
+                    for fresh_t, count in fresh.items():
+                        gaps.add(t - fresh_t, count)
+                        num_fresh += count
+                    gaps.add(t - t_dec, n_run - num_fresh)
+                    fresh.clear()
+                    t_dec = t
+                    num_dec_done += 1
                 while finish_heap and finish_heap[0][0] <= D:
                     d, i, ep = heappop(finish_heap)
                     if ep == epoch[i]:

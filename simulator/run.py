@@ -9,7 +9,7 @@ otherwise (and with "step") the SimPy step engine replays it, and a fast request
 fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
 here and passed down: first to trace building, then to the scheduler (beam choices).
 The summary then gets the vLLM-named metrics (``simulator/vllm_metrics.py``; ITL from
-the step engine's token gaps, NaN after the fast engine, which does not record them).
+the inter-token gaps either engine records).
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
@@ -33,6 +33,7 @@ from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import request_row, requests_frame, run_result
+from pagesim.simulator.token_gaps import TokenGaps
 from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 
@@ -80,7 +81,8 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         "progress": progress,
         "wall_start": wall_start,
     }
-    result = fallback = scheduler = None
+    result = fallback = None
+    token_gaps = TokenGaps()
     if spec.engine == "fast":
         from pagesim.simulator.fastengine import run_fast, unsupported_reason
 
@@ -92,6 +94,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
                 allocator=allocator,
                 cost_model=cost_model,
                 max_model_len=spec.max_model_len,
+                token_gaps=token_gaps,
                 **replay,
             )
         else:
@@ -100,6 +103,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         scheduler = SCHEDULERS[spec.scheduler.kind](
             spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
         )
+        token_gaps = scheduler.token_gaps
         result = run_engine(
             trace,
             scheduler,
@@ -109,7 +113,6 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         if fallback is not None:
             result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
-    token_gaps = None if scheduler is None else scheduler.token_gaps  # fast engine: not recorded
     result.summary.update(
         vllm_summary(
             result.requests,

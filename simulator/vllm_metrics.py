@@ -28,8 +28,8 @@ the benchmark's client replaced by the simulated one: a request is sent at its
 
 One deliberate difference: where vLLM reports 0 for a statistic of an empty list
 (no completed request, no TPOT sample, or no gap recorded), pagesim reports NaN, so
-that "no data" never reads as a latency of 0. ITL is NaN when the engine that ran did
-not record token gaps (``token_gaps`` is None).
+that "no data" never reads as a latency of 0 (ITL too when ``token_gaps`` is None:
+both engines record gaps, so only a caller without them passes None).
 """
 
 from __future__ import annotations

@@ -123,13 +123,14 @@ def test_max_concurrency_departures_before_arrivals():
     assert max_concurrency(np.array([0.0, 1.0, 0.5]), np.array([1.0, 2.0, 1.5])) == 2
 
 
-def _sharegpt_run(engine: str, **metrics):
+def _sharegpt_run(engine: str, scheduler: dict | None = None, **metrics):
     return simulate(
         run_spec_from_dict(
             {
                 "workload": {"name": "sharegpt", "num_requests": 150},
                 "arrivals": {"rate_req_s": 6.0},
                 "hardware": {"kv_slots": 6000},
+                "scheduler": scheduler or {},
                 "engine": engine,
                 "metrics": metrics,
                 "seed": 3,
@@ -156,11 +157,15 @@ def test_simulate_reports_them_and_itl_adds_up_to_the_decode_time():
     assert s["p50_itl_ms"] <= s["p90_itl_ms"] <= s["p99_itl_ms"]
 
 
-def test_fast_engine_gives_the_same_metrics_but_no_itl():
-    step, fast = _sharegpt_run("step"), _sharegpt_run("fast")
-    assert fast.extra.get("fast_engine", 1.0) == 1.0
-    for name in vllm_metric_columns(MetricsSpec()):
-        if "_itl_" in name:
-            assert math.isnan(fast.summary[name]) and not math.isnan(step.summary[name])
-        else:
-            assert fast.summary[name] == pytest.approx(step.summary[name], rel=1e-9), name
+@pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
+def test_fast_engine_records_the_same_gaps_through_preemptions(preemption_mode):
+    """The fast engine keeps no per-token times; its gap bookkeeping (fresh groups vs the
+    latest decode step) must still give the step engine's multiset of gaps exactly."""
+    sched = {"preemption_mode": preemption_mode}
+    step = _sharegpt_run("step", scheduler=sched, percentiles=[1, 50, 99])
+    fast = _sharegpt_run("fast", scheduler=sched, percentiles=[1, 50, 99])
+    assert fast.extra["fast_engine"] == 1.0 and step.summary["num_preemptions"] > 0
+    for name in vllm_metric_columns(MetricsSpec(percentiles=[1, 50, 99])):
+        assert fast.summary[name] == pytest.approx(step.summary[name], rel=1e-12), name
+    for name in ("mean_itl_ms", "p99_itl_ms", "std_itl_ms"):
+        assert fast.summary[name] == step.summary[name], name
