@@ -27,10 +27,21 @@ class TokenGaps:
 
     def __init__(self) -> None:
         self._gap_to_count: dict[float, int] = {}
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     def add(self, gap_s: float, count: int = 1) -> None:
         if count > 0:
             self._gap_to_count[gap_s] = self._gap_to_count.get(gap_s, 0) + count
+            self._sorted = None
+
+    def add_counts(self, gap_to_count: dict[float, int]) -> None:
+        """Add a whole ``gap_s -> count`` mapping (a hot loop's local tally)."""
+        if not self._gap_to_count:
+            self._gap_to_count = {g: c for g, c in gap_to_count.items() if c > 0}
+            self._sorted = None
+            return
+        for gap_s, count in gap_to_count.items():
+            self.add(gap_s, count)
 
     @property
     def num_gaps(self) -> int:
@@ -38,9 +49,13 @@ class TokenGaps:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(values, counts)`` sorted by value."""
-        values = np.array(sorted(self._gap_to_count), dtype=np.float64)
-        counts = np.array([self._gap_to_count[v] for v in values.tolist()], dtype=np.int64)
-        return values, counts
+        if self._sorted is None:
+            n = len(self._gap_to_count)
+            values = np.fromiter(self._gap_to_count.keys(), dtype=np.float64, count=n)
+            counts = np.fromiter(self._gap_to_count.values(), dtype=np.int64, count=n)
+            order = np.argsort(values, kind="stable")
+            self._sorted = (values[order], counts[order])
+        return self._sorted
 
     def mean(self) -> float:
         values, counts = self.arrays()
