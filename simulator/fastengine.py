@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from array import array
 from bisect import insort
 from collections import deque
 
@@ -278,7 +279,7 @@ class _FastRun:
         # (a prefill's end, or its last token before a swap-out). fresh counts them by
         # tok_t; fresh_mark[i] == num_dec_done marks one. Gaps of a decode step: t - t_dec
         # for the others, t - tok_t for the fresh; a recompute's prefill: t - tok_t.
-        gap_counts: dict[float, int] = {}  # tallied here, added to self.token_gaps at the end
+        gap_s, gap_count = array("d"), array("q")  # (gap, count) pairs, handed over at the end
         tok_t = [0.0] * num_req
         fresh_mark = [-1] * num_req
         fresh: dict[float, int] = {}
@@ -713,8 +714,8 @@ class _FastRun:
                 continue
             if is_orca:  # every running request decoded in the previous iteration too
                 if num_decoding:
-                    gap = t - t_dec
-                    gap_counts[gap] = gap_counts.get(gap, 0) + num_decoding
+                    gap_s.append(t - t_dec)
+                    gap_count.append(num_decoding)
                 t_dec = t
                 for i in admitted:
                     first_token_s[i] = t
@@ -731,8 +732,8 @@ class _FastRun:
                     ):  # NaN: a recomputed group keeps its own
                         first_token_s[i] = t
                     else:
-                        gap = t - tok_t[i]
-                        gap_counts[gap] = gap_counts.get(gap, 0) + 1
+                        gap_s.append(t - tok_t[i])
+                        gap_count.append(1)
                     tok_t[i] = t
                     if gen[i] + 1 >= output[i]:
                         leave(i)
@@ -746,13 +747,13 @@ class _FastRun:
                     num_fresh = 0
                     if fresh:
                         for fresh_t, count in fresh.items():
-                            gap = t - fresh_t
-                            gap_counts[gap] = gap_counts.get(gap, 0) + count
+                            gap_s.append(t - fresh_t)
+                            gap_count.append(count)
                             num_fresh += count
                         fresh.clear()
                     if n_run > num_fresh:
-                        gap = t - t_dec
-                        gap_counts[gap] = gap_counts.get(gap, 0) + n_run - num_fresh
+                        gap_s.append(t - t_dec)
+                        gap_count.append(n_run - num_fresh)
                     t_dec = t
                     num_dec_done += 1
                 while finish_heap and finish_heap[0][0] <= D:
@@ -779,7 +780,9 @@ class _FastRun:
             for i in range(nxt, num_req):
                 end(i, _UNFINISHED, why)
         flush()  # the open window (nothing when empty)
-        self.token_gaps.add_counts(gap_counts)
+        self.token_gaps.add_many(
+            np.frombuffer(gap_s, dtype=np.float64), np.frombuffer(gap_count, dtype=np.int64)
+        )
         rec.add_counts(
             num_steps=num_steps,
             num_decode_steps=num_decode_steps,
