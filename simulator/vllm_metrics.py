@@ -95,14 +95,14 @@ def vllm_column_order(name: str) -> tuple:
     return (1, LATENCY_METRICS.index(tail.removesuffix("_ms")), stat, q)
 
 
-def _stats(prefix_values: dict[str, float], name: str, values_ms: np.ndarray, qs) -> None:
+def _stats(out: dict[str, float], name: str, values_ms: np.ndarray, qs) -> None:
     empty = len(values_ms) == 0
-    prefix_values[f"mean_{name}_ms"] = math.nan if empty else float(np.mean(values_ms))
-    prefix_values[f"median_{name}_ms"] = math.nan if empty else float(np.median(values_ms))
-    prefix_values[f"std_{name}_ms"] = math.nan if empty else float(np.std(values_ms))
+    out[f"mean_{name}_ms"] = math.nan if empty else float(np.mean(values_ms))
+    out[f"median_{name}_ms"] = math.nan if empty else float(np.median(values_ms))
+    out[f"std_{name}_ms"] = math.nan if empty else float(np.std(values_ms))
     for q in qs:
         key = f"p{percentile_label(q)}_{name}_ms"
-        prefix_values[key] = math.nan if empty else float(np.percentile(values_ms, q))
+        out[key] = math.nan if empty else float(np.percentile(values_ms, q))
 
 
 def _itl_stats(out: dict[str, float], gaps: TokenGaps | None, qs) -> None:
