@@ -151,6 +151,12 @@ def bench_orca(args) -> None:
 def bench_azure(args) -> None:
     import json
 
+    from pagesim import datapaths
+
+    if not datapaths.is_prepared("azure-conv"):  # external data: never shipped
+        print("(b) azure-conv replay skipped: " + datapaths.get_dataset("azure-conv").missing_message(
+            datapaths.data_dir()))  # fmt: skip
+        return
     doc = {**AZURE, "engine": args.engine}
     walls, info = [], {}
     for _ in range(args.repeats):

@@ -95,6 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
     base: dict = {}
     source = "command line"
@@ -118,8 +119,12 @@ def _run(args: argparse.Namespace) -> int:
         f"{spec.workload.name} x {len(result.requests)} | {int(result.extra['kv_capacity_slots'])} KV slots"
     )
     print(f"cost model: {cost.description}")
-    width = max(len(c) for c in METRIC_COLUMNS)
+    vllm_columns = vllm_metric_columns(spec.metrics)
+    width = max(len(c) for c in (*METRIC_COLUMNS, *vllm_columns))
     for name in METRIC_COLUMNS:
+        print(f"  {name:<{width}}  {result.summary[name]:.6g}")
+    print("  as vllm bench serve names them (docs/metrics.md):")
+    for name in vllm_columns:
         print(f"  {name:<{width}}  {result.summary[name]:.6g}")
     rejected = result.requests[result.requests["status"] == "rejected"]
     for reason, count in rejected["reason"].value_counts().items():

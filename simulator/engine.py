@@ -198,7 +198,7 @@ class Engine:
             end_s = t + duration_s
             if end_s >= self.next_arrival_s or end_s >= self.limit_s:
                 yield _timeout_at(env, end_s)
-            sched.tick()
+            sched.tick(end_s)
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()

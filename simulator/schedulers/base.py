@@ -67,6 +67,7 @@ from pagesim.simulator.request import (
     SequenceGroup,
 )
 from pagesim.simulator.spec import SchedulerSpec
+from pagesim.simulator.token_gaps import TokenGaps
 
 
 def reservation_never_fits_reason(
@@ -163,6 +164,13 @@ class Scheduler(ABC):
         self._ticks = False
         #: the last schedule() was a bulk decode whose decisions repeat (see steady_ticks)
         self._steady = False
+        #: every inter-token gap, for vLLM's ITL statistics (simulator/token_gaps.py)
+        self.token_gaps = TokenGaps()
+        #: riders since before the last tick share its time as their last token's
+        self._num_riders = 0
+        self._last_tick_s = 0.0
+        #: riders that joined since the last tick (their last token is their own)
+        self._fresh_riders: dict[SequenceGroup, None] = {}
         self._done: list[SequenceGroup] = []
         self._next_seq_id = 0
         #: prompt tokens served from the prefix cache, per group admitted in this schedule()
@@ -184,7 +192,7 @@ class Scheduler(ABC):
         """Every group in the step generated one token per sequence (module docstring)."""
         work = [(0, i, g) for i, g in enumerate(self._prefilled)] if self._prefilled else []
         if self._ticks:
-            self.clock.ticks += 1
+            self._tick(now_s)
             ticks = self.clock.ticks
             swapped_in = {g.group_id for g in self._swapped_in} if self._swapped_in else ()
             events = self._finish_events
@@ -233,9 +241,24 @@ class Scheduler(ABC):
             return 0
         return events[0][0] - self.clock.ticks - 1
 
-    def tick(self) -> None:
-        """One decode step of a steady run (:meth:`steady_ticks`): every group advances."""
+    def tick(self, now_s: float) -> None:
+        """One decode step of a steady run (:meth:`steady_ticks`) that ended at ``now_s``:
+        every group advances."""
+        self._tick(now_s)
+
+    def _tick(self, now_s: float) -> None:
+        """Every rider generates a token at ``now_s``: one gap for those that ticked at the
+        last tick too, one each for those that joined since."""
         self.clock.ticks += 1
+        fresh = self._fresh_riders
+        num_old = self._num_riders - len(fresh)
+        if num_old:
+            self.token_gaps.add_run(now_s - self._last_tick_s, num_old)
+        if fresh:
+            for group in fresh:
+                self.token_gaps.add(now_s - group.last_token_s)
+            fresh.clear()
+        self._last_tick_s = now_s
 
     def _finish_group(self, group: SequenceGroup, now_s: float) -> None:
         self._stop_running(group)
@@ -332,6 +355,8 @@ class Scheduler(ABC):
 
     def _ride(self, group: SequenceGroup) -> None:
         group.ride(self.clock)
+        self._num_riders += 1
+        self._fresh_riders[group] = None
         ride_id = self._next_ride_id
         self._next_ride_id += 1
         self._ride_id_by_group[group.group_id] = ride_id
@@ -339,6 +364,11 @@ class Scheduler(ABC):
         heapq.heappush(self._finish_events, (done_at, group.group_id, ride_id, group))
 
     def _stop_riding(self, group: SequenceGroup) -> None:
+        if group in self._fresh_riders:
+            del self._fresh_riders[group]
+        else:
+            group.last_token_s = self._last_tick_s  # it ticked at the last tick
+        self._num_riders -= 1
         group.stop_riding()
         del self._ride_id_by_group[group.group_id]
 
@@ -485,6 +515,9 @@ class Scheduler(ABC):
         group.num_generated += 1
         if math.isnan(group.first_token_s):  # a recomputed group keeps its first-token time
             group.first_token_s = now_s
+        else:
+            self.token_gaps.add(now_s - group.last_token_s)
+        group.last_token_s = now_s
         if group.is_done:
             return
         if group.beam_width > 1:
