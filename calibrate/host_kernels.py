@@ -123,16 +123,18 @@ def build_harness(
     if exe.is_file():
         return exe
     out_dir.mkdir(parents=True, exist_ok=True)
-    tu_path = out_dir / f"{stem}.cpp"
+    tu_path = out_dir / f"{stem}.{os.getpid()}.cpp"
     tu_path.write_text(tu)
+    partial = out_dir / f"{stem}.partial-{os.getpid()}"
     proc = subprocess.run(
-        [cxx, *flags, "-I", str(HOST_DIR), "-o", str(exe), str(tu_path)],
+        [cxx, *flags, "-I", str(HOST_DIR), "-o", str(partial), str(tu_path)],
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr[:200])
         raise HostKernelError(f"{cxx} could not compile {source_path.name}: {first}", proc.stderr)
+    os.replace(partial, exe)  # concurrent builders (test workers) publish the same file
     return exe
 
 

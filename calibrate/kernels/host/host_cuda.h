@@ -109,7 +109,7 @@ struct Runtime {
   std::vector<std::unique_ptr<Fiber>> fibers;
   std::vector<std::unique_ptr<Warp>> warps;
   Barrier block_barrier;
-  Fiber* current = nullptr;
+  std::atomic<Fiber*> current{nullptr};  // written by the scheduler, read by the fibers
   ucontext_t scheduler{};
   void* tsan_scheduler = nullptr;
   const std::function<void()>* kernel = nullptr;
@@ -135,7 +135,7 @@ inline void tsan_acquire([[maybe_unused]] void* addr) {
 // Back to the scheduler; no happens-before: only barriers order CUDA threads.
 inline void yield_to_scheduler() {
   Runtime& rt = runtime();
-  Fiber* f = rt.current;
+  Fiber* f = rt.current.load(std::memory_order_relaxed);
 #if PAGESIM_TSAN
   __tsan_switch_to_fiber(rt.tsan_scheduler, __tsan_switch_to_fiber_no_sync);
 #endif
@@ -143,7 +143,7 @@ inline void yield_to_scheduler() {
 }
 
 inline void arrive_and_wait(Barrier& b) {
-  Fiber* f = runtime().current;
+  Fiber* f = runtime().current.load(std::memory_order_relaxed);
   const unsigned generation = b.generation.load(std::memory_order_relaxed);
   tsan_release(&b.sync[generation % 2]);
   b.arrived.fetch_add(1, std::memory_order_relaxed);
@@ -159,16 +159,16 @@ inline void arrive_and_wait(Barrier& b) {
 
 inline void fiber_main() {
   Runtime& rt = runtime();
-  Fiber* f = rt.current;
   tsan_acquire(&rt.block_start);
+  Fiber* f = rt.current.load(std::memory_order_relaxed);
   (*rt.kernel)();
-  tsan_release(&rt.block_end);
-  f->done.store(true, std::memory_order_relaxed);
   Warp& w = *rt.warps[f->warp];
   w.barrier.live.fetch_sub(1, std::memory_order_relaxed);
   w.barrier.complete_if_all_arrived();
   rt.block_barrier.live.fetch_sub(1, std::memory_order_relaxed);
   rt.block_barrier.complete_if_all_arrived();
+  f->done.store(true, std::memory_order_relaxed);
+  tsan_release(&rt.block_end);  // everything this thread did precedes the end of the block
   yield_to_scheduler();
   fail("a finished fiber was resumed");
 }
@@ -259,7 +259,7 @@ inline void launch(const LaunchConfig& cfg, std::span<std::byte> dynamic_shared,
               continue;
             }
             if (!is_runnable(f)) continue;
-            rt.current = &f;
+            rt.current.store(&f, std::memory_order_relaxed);
 #if PAGESIM_TSAN
             __tsan_switch_to_fiber(f.tsan_fiber, __tsan_switch_to_fiber_no_sync);
 #endif
@@ -270,7 +270,7 @@ inline void launch(const LaunchConfig& cfg, std::span<std::byte> dynamic_shared,
             fail("deadlock: the threads of a block wait at different barriers");
           }
         }
-        rt.current = nullptr;
+        rt.current.store(nullptr, std::memory_order_relaxed);
         tsan_acquire(&rt.block_end);
         for (std::size_t i = cfg.shared_bytes; i < dynamic_shared.size(); ++i) {
           if (dynamic_shared[i] != std::byte{0xff}) {
@@ -288,7 +288,7 @@ inline void launch(const LaunchConfig& cfg, std::span<std::byte> dynamic_shared,
 }
 
 inline Fiber& current_fiber() {
-  Fiber* f = runtime().current;
+  Fiber* f = runtime().current.load(std::memory_order_relaxed);
   if (f == nullptr) fail("a CUDA builtin was used outside a kernel launch");
   return *f;
 }
