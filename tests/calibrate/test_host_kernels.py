@@ -252,3 +252,31 @@ def test_launch_errors_are_one_line(build_dir, tmp_path):
             + (np.int64(1), np.int32(2), np.int32(16), np.int32(16), np.float32(0.125)),
             64,
         )
+
+
+def test_a_shuffle_in_divergent_code_is_reported_as_a_deadlock(build_dir, tmp_path):
+    """Half a warp in __shfl_xor_sync while the other half waits at __syncthreads hangs a GPU;
+    the shim stops with a one-line error instead."""
+    broken = _edited_copy(
+        "paged_attention.cu",
+        "dot = warp_sum(dot) * scale;",
+        "if (lane < 16) dot = warp_sum(dot) * scale;",
+        tmp_path / "src",
+    )
+    kernels = _kernels(build_dir, tmp_path, sources={"paged_attention.cu": broken})
+    with pytest.raises(HostKernelError, match="deadlock"):
+        check_paged(kernels, *PAGED_CASES[0], False)
+
+
+def test_too_little_dynamic_shared_memory_is_reported(build_dir, tmp_path):
+    """A launch with one float less than the tile's logits: the kernel writes past it."""
+    kernels = _kernels(build_dir, tmp_path)
+    rng = np.random.default_rng(0)
+    q, kc, vc, table = _paged_inputs(rng, [80], 2, 2, 64, 16, False)
+    tile = 64
+    args = (np.empty_like(q), q, kc, vc, table, np.array([80], np.int32))
+    scalars = (np.int32(table.shape[1]), np.int32(2), np.int32(16), np.int32(tile))
+    launch = ("paged_attention.cu", "paged_attention_v1_hd64", (2, 1), (128,))
+    kernels.launch(*launch, args + scalars + (np.float32(0.125),), 4 * tile)
+    with pytest.raises(HostKernelError, match="wrote past the dynamic shared memory"):
+        kernels.launch(*launch, args + scalars + (np.float32(0.125),), 4 * tile - 4)

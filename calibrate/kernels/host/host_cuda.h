@@ -11,10 +11,13 @@
 // both (`extern static` is not C++), and it is shared exactly by the fibers of one OS thread.
 //
 // What is checked at run time (an error ends the process with a one-line message, exit 3):
-// barrier deadlock (threads waiting at different barriers), shuffles with a partial mask or
-// warp, dynamic shared memory beyond the 48 KiB a kernel gets without opting in, writes past
-// the launch's dynamic shared size (a canary), and reads of uninitialised dynamic shared memory
-// (it starts as NaN in every block). Under -fsanitize=thread the fibers are announced to
+// deadlock (e.g. half a warp in a shuffle while the rest waits at __syncthreads), shuffles
+// with a partial mask or warp, dynamic shared memory beyond the 48 KiB a kernel gets without
+// opting in, and writes past the launch's dynamic shared size (a canary). Dynamic shared
+// memory starts as NaN in every block, so reading a slot no thread wrote shows in the
+// output. Barriers count arrivals like the hardware's bar.sync: the threads that have exited
+// no longer count, and arrivals at different __syncthreads call sites complete one
+// barrier. Under -fsanitize=thread the fibers are announced to
 // ThreadSanitizer and every barrier is a release/acquire pair, so a race between CUDA threads
 // that no barrier orders is reported whatever order the fibers happened to run in.
 #pragma once
