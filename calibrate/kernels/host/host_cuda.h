@@ -5,21 +5,25 @@
 // thread; a fiber gives up the CPU only at a barrier (__syncthreads, or the warp exchange of a
 // shuffle), so a block runs like a GPU block whose threads are scheduled at sync points.
 //
-// Why fibers and not one OS thread per CUDA thread: a block's __shared__ variables must be
-// shared by its threads and by them only, and `extern __shared__ float smem[]` (dynamic shared
-// memory) must stay a valid declaration. `thread_local` is the only storage class that does
-// both (`extern static` is not C++), and it is shared exactly by the fibers of one OS thread.
+// Why fibers and not one OS thread per CUDA thread: `__shared__` has to expand to a storage
+// class that makes `__shared__ float red[4];` inside a function one array per block and also
+// keeps `extern __shared__ float smem[];` a valid declaration. With OS threads that would be
+// `static`, and `extern static` is not C++; `thread_local` works in both places, and it is
+// shared exactly by the fibers of one OS thread. The sources need no edit.
 //
 // What is checked at run time (an error ends the process with a one-line message, exit 3):
 // deadlock (e.g. half a warp in a shuffle while the rest waits at __syncthreads), shuffles
 // with a partial mask or warp, dynamic shared memory beyond the 48 KiB a kernel gets without
 // opting in, and writes past the launch's dynamic shared size (a canary). Dynamic shared
 // memory starts as NaN in every block, so reading a slot no thread wrote shows in the
-// output. Barriers count arrivals like the hardware's bar.sync: the threads that have exited
-// no longer count, and arrivals at different __syncthreads call sites complete one
-// barrier. Under -fsanitize=thread the fibers are announced to
-// ThreadSanitizer and every barrier is a release/acquire pair, so a race between CUDA threads
-// that no barrier orders is reported whatever order the fibers happened to run in.
+// output. A barrier counts arrivals, not call sites (arrivals at two different __syncthreads
+// complete one barrier, as bar.sync 0 counts them), and only threads that have not exited.
+//
+// Under -fsanitize=thread the fibers are announced to ThreadSanitizer (switches without
+// synchronisation) and every barrier is a release/acquire pair, so TSan reports a race
+// between two CUDA threads whose accesses no barrier orders, whatever order the fibers
+// happened to run in. The shim's own bookkeeping uses relaxed atomics, which TSan never
+// reports and which order nothing.
 #pragma once
 
 #include <ucontext.h>
