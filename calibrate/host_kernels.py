@@ -29,9 +29,11 @@ from pagesim.errors import ConfigError, PagesimError
 
 HOST_DIR = KERNEL_DIR / "host"
 
-#: sanitizer name -> extra compiler flags
+#: sanitizer name -> extra compiler flags ("address" is ASan with UBSan: out-of-bounds
+#: accesses to the launch's buffers, undefined behaviour in the kernels or the shim)
 SANITIZERS: dict[str, tuple[str, ...]] = {
     "thread": ("-fsanitize=thread", "-O1", "-g"),
+    "address": ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-O1", "-g"),
 }
 BASE_FLAGS = ("-std=c++20", "-O2", "-fno-strict-aliasing")
 #: halt at the first race so the report is short; a race makes the launch fail
@@ -223,12 +225,11 @@ class HostLauncher:
 
 
 def _failure_line(kernel: str, proc: subprocess.CompletedProcess) -> str:
+    """One line: the sanitizer's or the shim's own error if there is one, else the last line."""
     lines = proc.stderr.splitlines()
     for ln in lines:
-        if "ThreadSanitizer:" in ln:
-            return f"{kernel}: {ln.strip().removeprefix('WARNING: ')} (exit {proc.returncode})"
-    for ln in lines:
-        if ln.startswith(("pagesim host", "AddressSanitizer", "ERROR")):
-            return f"{kernel}: {ln.strip()} (exit {proc.returncode})"
+        if "Sanitizer:" in ln or "runtime error:" in ln or ln.startswith("pagesim host"):
+            text = re.sub(r"^==\d+==", "", ln.strip()).removeprefix("WARNING: ")
+            return f"{kernel}: {text.removeprefix('ERROR: ')} (exit {proc.returncode})"
     tail = lines[-1].strip() if lines else "no output"
     return f"{kernel} failed on the host shim (exit {proc.returncode}): {tail}"

@@ -1,6 +1,7 @@
 """Every CUDA kernel, compiled unmodified for the CPU by g++ against the host shim, against
-its numpy reference; a broken copy of a kernel must fail the same check; ThreadSanitizer
-runs the same checks and must report a race once a ``__syncthreads`` is removed.
+its numpy reference; a broken copy of a kernel must fail the same check. The same checks run
+under ThreadSanitizer (which must report a race once a ``__syncthreads`` is removed) and
+under AddressSanitizer + UBSan (which must report a kernel reading past a buffer).
 
 The launches are those of ``cupy_ops.Kernels`` (the GPU path), run by ``HostLauncher``.
 """
@@ -28,13 +29,14 @@ SOURCES = sorted(SOURCE_TO_KERNELS)
 ATOL, RTOL = 2e-3, 2e-2  # fp16 output, fp32 accumulation (as the GPU tests)
 
 
-def _tsan_works(tmp: Path) -> bool:
-    src = tmp / "tsan_probe.cpp"
+def _sanitizer_works(flag: str, tmp: Path) -> bool:
+    src = tmp / "probe.cpp"
     src.write_text("int main() { return 0; }\n")
+    exe = tmp / f"probe{flag}"
     proc = subprocess.run(
-        [CXX, "-fsanitize=thread", "-o", str(tmp / "tsan_probe"), str(src)], capture_output=True
+        [CXX, f"-fsanitize={flag}", "-o", str(exe), str(src)], capture_output=True
     )
-    return proc.returncode == 0 and subprocess.run([str(tmp / "tsan_probe")]).returncode == 0
+    return proc.returncode == 0 and subprocess.run([str(exe)]).returncode == 0
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +46,15 @@ def build_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tsan_available(tmp_path_factory):
-    return CXX is not None and _tsan_works(tmp_path_factory.mktemp("tsan"))
+def sanitizers(tmp_path_factory):
+    """The sanitizers g++ can build and run here."""
+    tmp = tmp_path_factory.mktemp("sanitizers")
+    return {name for name in ("thread", "address") if CXX and _sanitizer_works(name, tmp)}
+
+
+def _require(sanitizer, sanitizers):
+    if sanitizer is not None and sanitizer not in sanitizers:
+        pytest.skip(f"g++ cannot build and run a -fsanitize={sanitizer} program here")
 
 
 def _kernels(build_dir, tmp_path, sanitizer=None, seed=0, sources=None):
@@ -57,10 +66,9 @@ def _kernels(build_dir, tmp_path, sanitizer=None, seed=0, sources=None):
     return Kernels(np, HostLauncher(harnesses, tmp_path / "launches", seed=seed))
 
 
-@pytest.fixture(params=[None, "thread"], ids=["plain", "tsan"])
-def kernels(request, build_dir, tmp_path, tsan_available):
-    if request.param == "thread" and not tsan_available:
-        pytest.skip("g++ cannot build and run a -fsanitize=thread program here")
+@pytest.fixture(params=[None, "thread", "address"], ids=["plain", "tsan", "asan"])
+def kernels(request, build_dir, tmp_path, sanitizers):
+    _require(request.param, sanitizers)
     return _kernels(build_dir, tmp_path, sanitizer=request.param)
 
 
@@ -213,9 +221,8 @@ SYNCS = {
 
 
 @pytest.mark.parametrize("sync", sorted(SYNCS))
-def test_tsan_reports_a_missing_syncthreads(sync, build_dir, tmp_path, tsan_available):
-    if not tsan_available:
-        pytest.skip("g++ cannot build and run a -fsanitize=thread program here")
+def test_tsan_reports_a_missing_syncthreads(sync, build_dir, tmp_path, sanitizers):
+    _require("thread", sanitizers)
     case = ([100, 3], 4, 4, 64, 16, False)  # two tiles for the first sequence
     check_paged(_kernels(build_dir, tmp_path / "good", sanitizer="thread"), *case, False)
     removed = SYNCS[sync].replace("    __syncthreads();", "", 1)
@@ -280,3 +287,15 @@ def test_too_little_dynamic_shared_memory_is_reported(build_dir, tmp_path):
     kernels.launch(*launch, args + scalars + (np.float32(0.125),), 4 * tile)
     with pytest.raises(HostKernelError, match="wrote past the dynamic shared memory"):
         kernels.launch(*launch, args + scalars + (np.float32(0.125),), 4 * tile - 4)
+
+
+def test_asan_reports_a_kernel_reading_past_a_buffer(build_dir, tmp_path, sanitizers):
+    """copy_blocks copying one 16-byte vector too many: from the last block it reads past the
+    end of the cache, which AddressSanitizer reports."""
+    _require("address", sanitizers)
+    broken = _edited_copy(
+        "kv_cache.cu", "i < elems_per_block / 8;", "i <= elems_per_block / 8;", tmp_path / "src"
+    )
+    kernels = _kernels(build_dir, tmp_path, sanitizer="address", sources={"kv_cache.cu": broken})
+    with pytest.raises(HostKernelError, match="AddressSanitizer: heap-buffer-overflow"):
+        check_kv_write_and_copy(kernels, *KV_CASES[1])

@@ -238,7 +238,9 @@ inline void launch(const LaunchConfig& cfg, std::span<std::byte> dynamic_shared,
     for (unsigned by = 0; by < cfg.grid.y; ++by) {
       for (unsigned bx = 0; bx < cfg.grid.x; ++bx) {
         rt.block_idx = {bx, by, bz};
-        std::memset(dynamic_shared.data(), 0xff, dynamic_shared.size());  // NaN floats
+        if (!dynamic_shared.empty()) {
+          std::memset(dynamic_shared.data(), 0xff, dynamic_shared.size());  // NaN floats
+        }
         rt.block_barrier.live.store(num_threads, std::memory_order_relaxed);
         rt.block_barrier.arrived.store(0, std::memory_order_relaxed);
         for (auto& w : rt.warps) {
