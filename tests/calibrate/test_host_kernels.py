@@ -6,6 +6,7 @@ under AddressSanitizer + UBSan (which must report a kernel reading past a buffer
 The launches are those of ``cupy_ops.Kernels`` (the GPU path), run by ``HostLauncher``.
 """
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -41,8 +42,10 @@ def _sanitizer_works(flag: str, tmp: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def build_dir(tmp_path_factory):
-    # shared by the xdist workers: builds are keyed by content and published atomically
-    return tmp_path_factory.getbasetemp().parent / "pagesim-host-kernels"
+    """One folder per test session, shared by its xdist workers (builds are keyed by content
+    and published atomically, so the workers reuse each other's)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "host-kernels"
 
 
 @pytest.fixture(scope="session")
