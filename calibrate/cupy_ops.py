@@ -62,7 +62,7 @@ class CupyLauncher:
 
 
 class Kernels:
-    """The kernels of ``kernels/`` over arrays of ``xp`` (CuPy by default launcher, or numpy)."""
+    """The kernels of ``kernels/`` over arrays of ``xp``: CuPy (default launcher) or numpy."""
 
     def __init__(self, xp: Any, launch: Launcher | None = None) -> None:
         self.cp = xp

@@ -113,7 +113,8 @@ inline int harness_main(int argc, char** argv, const std::map<std::string, Runne
       Arg a;
       std::size_t count = 0;
       a.is_buffer = true;
-      in >> a.dtype >> count >> a.path;
+      in >> a.dtype >> count;
+      std::getline(in >> std::ws, a.path);  // the rest of the line: paths may hold spaces
       a.data.resize(count * dtype_bytes(a.dtype));
       std::ifstream file(a.path, std::ios::binary);
       if (!file.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(a.data.size()))) {
