@@ -13,6 +13,7 @@ down, and a ThreadSanitizer build (``sanitizer="thread"``) reports races on its 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -122,21 +123,28 @@ def build_harness(
     stem = f"{Path(file_name).stem}-{sanitizer or 'plain'}-{digest.hexdigest()[:12]}"
     out_dir = Path(out_dir)
     exe = out_dir / stem
-    if exe.is_file():
-        return exe
     out_dir.mkdir(parents=True, exist_ok=True)
-    tu_path = out_dir / f"{stem}.{os.getpid()}.cpp"
-    tu_path.write_text(tu)
-    partial = out_dir / f"{stem}.partial-{os.getpid()}"
-    proc = subprocess.run(
-        [cxx, *flags, "-I", str(HOST_DIR), "-o", str(partial), str(tu_path)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr[:200])
-        raise HostKernelError(f"{cxx} could not compile {source_path.name}: {first}", proc.stderr)
-    os.replace(partial, exe)  # concurrent builders (test workers) publish the same file
+    # One builder at a time per executable (parallel test workers wait and reuse it).
+    with open(out_dir / f"{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exe.is_file():
+            return exe
+        tu_path = out_dir / f"{stem}.cpp"
+        tu_path.write_text(tu)
+        partial = out_dir / f"{stem}.partial"
+        proc = subprocess.run(
+            [cxx, *flags, "-I", str(HOST_DIR), "-o", str(partial), str(tu_path)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            first = next(
+                (ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr[:200]
+            )
+            raise HostKernelError(
+                f"{cxx} could not compile {source_path.name}: {first}", proc.stderr
+            )
+        os.replace(partial, exe)
     return exe
 
 
