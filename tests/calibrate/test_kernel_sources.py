@@ -88,3 +88,33 @@ def test_register_starved_build_fails_the_budget(tmp_path):
 def test_compile_with_nvcc_writes_a_cubin(tmp_path):
     cubin = compile_with_nvcc("kv_cache.cu", tmp_path, arch="sm_80", nvcc=NVCC)
     assert b"copy_blocks" in cubin.read_bytes()
+
+
+def test_cupy_launcher_calls_the_raw_kernel_of_its_source():
+    """The GPU launcher (not runnable here) hands grid, block, args and shared memory to the
+    RawModule of the launch's source, as CuPy's RawKernel.__call__ takes them."""
+    from pagesim.calibrate.cupy_ops import CupyLauncher
+
+    calls = []
+
+    class FakeModule:
+        def __init__(self, code, options):
+            self.code = code
+
+        def get_function(self, name):
+            return lambda grid, block, args, shared_mem: calls.append(
+                (self.code, name, grid, block, args, shared_mem)
+            )
+
+    class FakeCupy:
+        RawModule = FakeModule
+
+    launch = CupyLauncher(FakeCupy())
+    launch("kv_cache.cu", "copy_blocks", (3, 2), (256,), [1, 2], 0)
+    launch("paged_attention.cu", "paged_attention_v1_hd64", (4, 1), (128,), (5,), 256)
+    assert [c[1:] for c in calls] == [
+        ("copy_blocks", (3, 2), (256,), (1, 2), 0),
+        ("paged_attention_v1_hd64", (4, 1), (128,), (5,), 256),
+    ]
+    assert calls[0][0] == read_source("kv_cache.cu")
+    assert calls[1][0] == read_source("paged_attention.cu")
