@@ -46,6 +46,8 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
         if err["type"] == "extra_forbidden":
             keys = allowed_keys(model, [str(p) for p in loc[:-1] if not isinstance(p, int)])
             msg = f"unknown key; allowed keys: {', '.join(keys)}"
+        elif err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
         lines.append(f"{source}: {_loc_path(prefix, loc)}: {msg}")
     return "; ".join(lines)
 

@@ -29,6 +29,8 @@ def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
         lines.append(f"{source}: {path or '<root>'}: {msg}")
     return "; ".join(lines)
 

@@ -123,7 +123,9 @@ class StepRecorder:
         self.num_steps += 1
         self.num_decode_steps += 1
         self.decode_batch_sum += num_groups
-        acc = self._open(start_s)
+        acc = self._acc
+        if self.every_step or int(start_s // self.sample_interval_s) != self._window_index:
+            acc = self._open(start_s)
         acc.num_steps += 1
         acc.batch_sum += num_groups
         acc.decode_tokens += num_seqs

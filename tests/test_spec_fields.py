@@ -25,7 +25,11 @@ DOCS = [
         "hardware": {"kv_slots": 4096},
         "allocator": {"kind": "paged", "prefix_caching": True, "swap_space_gib": 0.01},
         "scheduler": {"kind": "vllm", "preemption_mode": "swap"},
-        "metrics": {"every_step": True},
+        "metrics": {
+            "every_step": True,
+            "percentiles": [50.0, 99.0],
+            "slo": {"ttft_ms": 500.0, "tpot_ms": 80.0, "e2el_ms": 20000.0},
+        },
         "max_sim_time_s": 30.0,
         "check_invariants": True,
     },

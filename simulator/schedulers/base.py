@@ -192,7 +192,7 @@ class Scheduler(ABC):
         """Every group in the step generated one token per sequence (module docstring)."""
         work = [(0, i, g) for i, g in enumerate(self._prefilled)] if self._prefilled else []
         if self._ticks:
-            self._tick(now_s)
+            self.tick(now_s)
             ticks = self.clock.ticks
             swapped_in = {g.group_id for g in self._swapped_in} if self._swapped_in else ()
             events = self._finish_events
@@ -242,13 +242,9 @@ class Scheduler(ABC):
         return events[0][0] - self.clock.ticks - 1
 
     def tick(self, now_s: float) -> None:
-        """One decode step of a steady run (:meth:`steady_ticks`) that ended at ``now_s``:
-        every group advances."""
-        self._tick(now_s)
-
-    def _tick(self, now_s: float) -> None:
-        """Every rider generates a token at ``now_s``: one gap for those that ticked at the
-        last tick too, one each for those that joined since."""
+        """Every rider generates a token at ``now_s`` (a decode step ended): one gap for
+        those that ticked at the last tick too, one each for those that joined since.
+        The engine calls it alone for the steps of a steady run (:meth:`steady_ticks`)."""
         self.clock.ticks += 1
         fresh = self._fresh_riders
         num_old = self._num_riders - len(fresh)
