@@ -47,7 +47,7 @@ TERM_EXTRAS: dict[str, tuple[str, ...]] = {
     "kv_write": (),
     "block_copy": ("blocks",),
     "swap": ("blocks",),
-    "step_overhead": (),
+    "step_overhead": ("seqs",),  # per-step CPU work vs batch size (``calibrate import``)
 }
 
 
@@ -78,9 +78,13 @@ class TermFit:
     def train_mape(self) -> float:
         return float(self._rel_err(~self.is_heldout).mean())
 
-    def to_term(self) -> Term:
+    def to_term(self, origin: str = "") -> Term:
         return Term(
-            dict(self.coefficients), self.heldout_mape, self.heldout_max_err, self.num_points
+            dict(self.coefficients),
+            self.heldout_mape,
+            self.heldout_max_err,
+            self.num_points,
+            origin,
         )
 
 
