@@ -104,8 +104,16 @@ def _cmd_validate_vllm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_crosscheck_splitwise(args: argparse.Namespace) -> int:
+    from pagesim.experiments.splitwise_crosscheck import write_crosscheck
+
+    for label, path in write_crosscheck(args.data, args.out, args.docs).items():
+        print(f"{label}: {path}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``run``, ``validate``, ``validate-vllm`` and ``list``."""
+    """Add ``run``, ``validate``, ``validate-vllm``, ``crosscheck-splitwise`` and ``list``."""
     fmt = argparse.RawDescriptionHelpFormatter
     run = subparsers.add_parser(
         "run",
@@ -171,6 +179,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--docs", default=None, help="also write the page here (and its chart beside it)"
     )
     vv.set_defaults(func=_cmd_validate_vllm)
+
+    cs = subparsers.add_parser(
+        "crosscheck-splitwise",
+        help="predict Splitwise's measured iteration times from the Vidur-fitted profiles",
+        description=(
+            "Predict every measured prefill and decode iteration time of FILE (Splitwise's "
+            "perf_model.csv: Llama-2-70B on A100/H100 at TP 2-8) with the profiles fitted on "
+            "Vidur's operator tables and with the analytic profile; write the errors per "
+            "model, GPU and TP. Nothing is fitted on FILE."
+        ),
+        epilog="examples:\n  pagesim crosscheck-splitwise --data ../shared/data/splitwise/perf_model.csv "
+        "--out out/crosscheck --docs docs/crosscheck_splitwise.md\n",
+        formatter_class=fmt,
+    )
+    cs.add_argument("--data", required=True, help="Splitwise's perf_model.csv")
+    cs.add_argument("--out", required=True, help="output folder (CSV and page)")
+    cs.add_argument("--docs", default=None, help="also write the page here")
+    cs.set_defaults(func=_cmd_crosscheck_splitwise)
 
     listing = subparsers.add_parser(
         "list",
