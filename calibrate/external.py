@@ -43,6 +43,10 @@ from pagesim.simulator.specs import GPUS
 PROFILE_YAML = "profile.yaml"
 TARGET_HELDOUT_MAPE = 0.05
 ATTENTION_TERMS = ("prefill_attention", "paged_decode_attention")
+#: Vidur's attention table has one block size (16), so a per-block cost cannot be told apart
+#: from a per-byte one: decode attention is fitted on bytes and sequences only (a per-byte
+#: coefficient is also what projection to another GPU rescales).
+EXTRAS = {"paged_decode_attention": ("seqs",)}
 ENGINE_ERA = (
     "vLLM v0.2-v0.3-era engine as Vidur profiled it (Python scheduler, sampler, input "
     "preparation and output processing per step, workers as Ray actors)"
@@ -162,8 +166,9 @@ def build_profile(
         for name, term in projected.items():
             origin = (
                 f"projected from {src_gpu.name} ({term.origin}) by the HBM bandwidth ratio "
-                f"x{ratio_bw:.3g} and the FP16 peak ratio x{ratio_fl:.3g}; its held-out error "
-                f"is the {src_gpu.name} fit's, not a check on {gpu.name}"
+                f"x{ratio_bw:.3g} and the FP16 peak ratio x{ratio_fl:.3g} (const_s and per-item "
+                f"coefficients kept as on {src_gpu.name}); its held-out error is the "
+                f"{src_gpu.name} fit's, not a check on {gpu.name}"
             )
             terms[name] = term.__class__(
                 term.coefficients, term.heldout_mape, term.heldout_max_err, term.num_points, origin
@@ -247,7 +252,7 @@ def import_vidur(
     """Fit ``tables`` and write ``profile.yaml``, ``report.md`` and the plot into ``out_dir``."""
     out_dir = Path(out_dir)
     df = measurement_rows(tables)
-    fits = fit_all(df, np.random.default_rng(seed))
+    fits = fit_all(df, np.random.default_rng(seed), EXTRAS)
     profile = build_profile(tables, df, fits, command, date or datetime.date.today().isoformat())
     out_dir.mkdir(parents=True, exist_ok=True)
     path = profile.save(out_dir / PROFILE_YAML)

@@ -76,7 +76,9 @@ def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> C
     else:
         parts = [f"{profile.kind} profile of {profile.gpu_name} ({hardware.profile})"]
         if profile.projected_terms:
-            parts.append(f"terms {profile.projected_terms} projected from another GPU (see its origin)")
+            parts.append(
+                f"terms {profile.projected_terms} projected from another GPU (see its origin)"
+            )
     source = hardware.profile or "analytic"
     if profile.gpu_spec != gpu.name:
         if profile.gpu_spec not in GPUS:

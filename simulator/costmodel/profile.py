@@ -302,7 +302,9 @@ def _sources(value: Any, fail) -> tuple[dict[str, str], ...]:
             raise fail(f"sources[{i}]: must be a mapping with keys {list(SOURCE_KEYS)}")
         unknown = sorted(set(src) - set(SOURCE_KEYS))
         if unknown:
-            raise fail(f"sources[{i}]: unknown key {unknown[0]!r}; allowed keys: {list(SOURCE_KEYS)}")
+            raise fail(
+                f"sources[{i}]: unknown key {unknown[0]!r}; allowed keys: {list(SOURCE_KEYS)}"
+            )
         missing = [k for k in SOURCE_KEYS if k not in src]
         if missing:
             raise fail(f"sources[{i}]: missing key {missing[0]!r}")
