@@ -36,7 +36,7 @@ from pagesim.calibrate import vidur
 from pagesim.calibrate.fit import TermFit, fit_all
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
-from pagesim.simulator.costmodel.profile import Profile, load_profile
+from pagesim.simulator.costmodel.profile import Profile, Term, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.specs import GPUS
 
@@ -143,6 +143,18 @@ def _origin(term: str, df: pd.DataFrame, tables: VidurTables) -> str:
     return what
 
 
+def describe_kernels(df: pd.DataFrame) -> str:
+    """The operators each term was fitted on, e.g. ``paged_decode_attention: attn_decode (FLASH_ATTENTION, block 16)``."""
+    parts = []
+    for term, sub in df.groupby("term", sort=False):
+        ops = ", ".join(sorted(sub["kernel"].unique()))
+        if "backend" in sub and sub["backend"].notna().any():
+            blocks = sorted(int(b) for b in sub["block_size"].dropna().unique())
+            ops += f" ({', '.join(sorted(sub['backend'].dropna().unique()))}, block {blocks})"
+        parts.append(f"{term}: {ops}")
+    return "; ".join(parts)
+
+
 def build_profile(
     tables: VidurTables, df: pd.DataFrame, fits: dict[str, TermFit], command: str, date: str
 ) -> Profile:
@@ -170,7 +182,7 @@ def build_profile(
                 f"coefficients kept as on {src_gpu.name}); its held-out error is the "
                 f"{src_gpu.name} fit's, not a check on {gpu.name}"
             )
-            terms[name] = term.__class__(
+            terms[name] = Term(
                 term.coefficients, term.heldout_mape, term.heldout_max_err, term.num_points, origin
             )
         notes.append(
@@ -191,7 +203,11 @@ def build_profile(
         terms=terms,
         date=date,
         command=command,
-        software={"source": "vidur operator profiles", "timer": "PyTorch Kineto (median)"},
+        software={
+            "source": "vidur operator profiles",
+            "timer": "PyTorch Kineto (median)",
+            "kernels": describe_kernels(df),
+        },
         notes=" ".join(notes),
         sources=tuple(src.as_dict() for src in tables.sources),
     )

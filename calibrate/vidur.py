@@ -24,7 +24,8 @@ publishes the statistics per shape, times in milliseconds. Three kinds of table 
   ``ray_comm_time`` (only its mean is published) vs ``batch_size`` -> term
   ``step_overhead`` (features: sequences and tokens = batch size, as in a decode step).
 
-Every row keeps the table's median as ``median_s`` (Vidur gives no quartiles: ``iqr_s``
+Attention rows also carry the table's ``attention_backend`` (e.g. ``FLASH_ATTENTION``) as
+``backend``. Every row keeps the table's median as ``median_s`` (Vidur gives no quartiles: ``iqr_s``
 is the published standard deviation's 1.349-fold, the IQR of a normal distribution, and
 NaN where there is none) and the source file in ``source_file``.
 """
@@ -143,7 +144,9 @@ def attention_rows(path: Path) -> list[dict]:
         if not np.isfinite(median) or median <= 0:
             raise DataError(f"{path}: row {i + 2}: {op} median {median!r} is not a positive time")
         std = r.get(f"time_stats.{op}.std", np.nan)
-        out.append(_row(term, op, shape_id, params, feats, median * MS, std * MS, name))
+        row = _row(term, op, shape_id, params, feats, median * MS, std * MS, name)
+        row["backend"] = str(r.get("attention_backend", "unknown")).rsplit(".", 1)[-1]
+        out.append(row)
     return out
 
 
