@@ -10,8 +10,8 @@ coefficients and the report holds errors, both with the tables' provenance.
 Labels. The profile's kind is ``external`` ("measured elsewhere"), never ``measured``;
 ``sources`` lists every table fitted (file name, repository, commit as the user gave
 them, and the sha256 of the bytes read). The step overhead is a fitted term here: Vidur's
-CPU-overhead table is the per-step Python work of the vLLM engine it profiled (v0.2-v0.3
-era, Ray workers), and its origin says so.
+CPU-overhead table is the per-step Python work of the vLLM v0 engine it profiled (early
+2024, Vidur's instrumented fork, Ray workers), and its origin says so.
 
 Attention measured on another GPU (``attention_gpu`` differs from ``gpu``; e.g. an H100
 profile from H100 GEMM tables and A100 attention tables) is fitted on its own GPU and
@@ -36,7 +36,7 @@ from pagesim.calibrate import vidur
 from pagesim.calibrate.fit import TermFit, fit_all
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
-from pagesim.simulator.costmodel.profile import Profile, Term, load_profile
+from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.specs import GPUS
 
@@ -48,8 +48,8 @@ ATTENTION_TERMS = ("prefill_attention", "paged_decode_attention")
 #: coefficient is also what projection to another GPU rescales).
 EXTRAS = {"paged_decode_attention": ("seqs",)}
 ENGINE_ERA = (
-    "vLLM v0.2-v0.3-era engine as Vidur profiled it (Python scheduler, sampler, input "
-    "preparation and output processing per step, workers as Ray actors)"
+    "early-2024 vLLM v0 engine as Vidur profiled it (its instrumented fork: Python scheduler, "
+    "sampler, input preparation and output processing per step, workers as Ray actors)"
 )
 
 
@@ -191,7 +191,7 @@ def build_profile(
         )
     if "step_overhead" in terms:
         notes.append(f"step_overhead: {ENGINE_ERA}.")
-    missing = sorted(set(("gemm", *ATTENTION_TERMS, "step_overhead")) - set(terms))
+    missing = [name for name in TERM_NAMES if name not in terms]
     if missing:
         notes.append(
             f"Not in the tables: {missing} (the simulator fills them from its analytic profile)."

@@ -19,7 +19,7 @@ publishes the statistics per shape, times in milliseconds. Three kinds of table 
   model has no term for them (they sit in the GEMM launch constant and the step
   overhead, ``simulator/costmodel/model.py``).
 - CPU overheads (``*_cpu_overheads.csv``): per engine step, the Python-side work of the
-  vLLM-era engine Vidur profiled (vLLM v0.2-v0.3, Ray workers): ``schedule``,
+  vLLM v0 engine of early 2024 that Vidur profiled (its instrumented fork, Ray workers): ``schedule``,
   ``sampler_e2e``, ``prepare_inputs_e2e``, ``process_model_outputs`` (medians) plus
   ``ray_comm_time`` (only its mean is published) vs ``batch_size`` -> term
   ``step_overhead`` (features: sequences and tokens = batch size, as in a decode step).
