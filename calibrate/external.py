@@ -129,7 +129,7 @@ def measurement_rows(tables: VidurTables) -> pd.DataFrame:
     for src in tables.attention:
         rows += vidur.attention_rows(src.path)
     for src in tables.mlp:
-        rows += vidur.mlp_rows(src.path)
+        rows += vidur.mlp_rows(src.path) + vidur.pointwise_rows(src.path)
     for src in tables.cpu_overheads:
         rows += vidur.cpu_overhead_rows(src.path, tables.tensor_parallel)
     return pd.DataFrame(rows)

@@ -48,6 +48,7 @@ TERM_EXTRAS: dict[str, tuple[str, ...]] = {
     "block_copy": ("blocks",),
     "swap": ("blocks",),
     "step_overhead": ("seqs",),  # per-step CPU work vs batch size (``calibrate import``)
+    "pointwise": (),
 }
 
 

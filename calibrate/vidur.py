@@ -15,9 +15,9 @@ publishes the statistics per shape, times in milliseconds. Three kinds of table 
   layer and shape: ``attn_pre_proj`` h -> (q + 2 kv) d / TP, ``attn_post_proj``
   q d / TP -> h, ``mlp_up_proj`` h -> 2 f / TP (gate and up fused; f / TP without a
   gated MLP), ``mlp_down_proj`` f / TP -> h. The element-wise operators of the same
-  table (norms, rotary embedding, activation, residual add) are not read: the cost
-  model has no term for them (they sit in the GEMM launch constant and the step
-  overhead, ``simulator/costmodel/model.py``).
+  table (``input_layernorm``, ``attn_rope``, ``post_attention_layernorm``, ``mlp_act``,
+  ``add``) are summed per shape into one row of term ``pointwise``, whose features are
+  the bytes they move (``features.pointwise_elems_per_token``, LLaMA layout).
 - CPU overheads (``*_cpu_overheads.csv``): per engine step, the Python-side work of the
   vLLM v0 engine of early 2024 that Vidur profiled (its instrumented fork, Ray workers): ``schedule``,
   ``sampler_e2e``, ``prepare_inputs_e2e``, ``process_model_outputs`` (medians) plus
@@ -47,6 +47,8 @@ NORMAL_IQR_PER_STD = 1.349
 
 #: The MLP table's linear layers, in a layer's order.
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+#: The MLP table's element-wise operators of one layer, summed into a ``pointwise`` row.
+POINTWISE_OPS = ("input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
 #: The CPU-overhead table's per-step parts (medians) and the Ray call (mean only).
 CPU_PARTS = (
     "schedule_median",
@@ -158,7 +160,7 @@ MLP_COLUMNS = (
     "use_gated_mlp",
     "num_tokens",
     "num_tensor_parallel_workers",
-    *(f"time_stats.{op}.median" for op in GEMM_OPS),
+    *(f"time_stats.{op}.median" for op in GEMM_OPS + POINTWISE_OPS),
 )
 
 
@@ -213,6 +215,41 @@ def mlp_rows(path: Path) -> list[dict]:
                     name,
                 )
             )
+    return out
+
+
+def pointwise_rows(path: Path) -> list[dict]:
+    """One ``pointwise`` row per MLP-table shape: the sum of its element-wise operators."""
+    df = read_table(path, MLP_COLUMNS)
+    name = Path(path).name
+    out = []
+    for i, r in enumerate(df.to_dict("records")):
+        tp, m = int(r["num_tensor_parallel_workers"]), int(r["num_tokens"])
+        hidden, heads, kv_heads = int(r["n_embd"]), int(r["n_head"]), int(r["n_kv_head"])
+        d = hidden // heads
+        is_gated = r["use_gated_mlp"] in (True, "True", "true", 1)
+        if not is_gated:
+            raise DataError(f"{path}: row {i + 2}: pointwise rows need a gated (LLaMA) MLP")
+        ffn = int(r["n_expanded_embd"]) // tp
+        elems = F.pointwise_elems_per_token(
+            "llama", hidden, ffn, heads * d // tp, kv_heads * d // tp
+        )
+        total = sum(r[f"time_stats.{op}.median"] for op in POINTWISE_OPS)
+        if not np.isfinite(total) or total <= 0:
+            raise DataError(f"{path}: row {i + 2}: element-wise medians sum to {total!r}")
+        params = {"tokens": m, "hidden": hidden, "ffn_per_gpu": ffn, "tp": tp}
+        out.append(
+            _row(
+                "pointwise",
+                "+".join(POINTWISE_OPS),
+                f"pointwise-h{hidden}-f{ffn}-tp{tp}-t{m}",
+                params,
+                F.pointwise(m, elems, DTYPE_BYTES),
+                total * MS,
+                np.nan,
+                name,
+            )
+        )
     return out
 
 

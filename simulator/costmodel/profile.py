@@ -71,6 +71,7 @@ TERM_NAMES = (
     "block_copy",  # copy-on-write block copies (all layers' K and V of one block)
     "swap",  # GPU<->CPU block transfers over PCIe
     "step_overhead",  # per-step cost (scheduling, launch, sampling): const_s, s_per_seq, s_per_token
+    "pointwise",  # one layer's element-wise kernels (norms, activation, residual add, rotary)
 )
 
 COEFFICIENT_NAMES = (

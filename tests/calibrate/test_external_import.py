@@ -16,6 +16,7 @@ from pagesim.calibrate.external import Source, VidurTables, import_vidur, parse_
 from pagesim.calibrate.pipeline import DEFAULT_PROFILES_DIR
 from pagesim.cli import main
 from pagesim.errors import ConfigError, DataError
+from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.factory import make_cost_model
 from pagesim.simulator.costmodel.profile import load_profile, profile_from_dict
 from pagesim.simulator.spec import HardwareSpec
@@ -81,7 +82,8 @@ def _write_attention_table(path):
 
 
 def _write_mlp_table(path):
-    """Each linear layer: 5 us + max(bytes / 1.5 TB/s, flops / 250 TFLOP/s)."""
+    """Each linear layer: 5 us + max(bytes / 1.5 TB/s, flops / 250 TFLOP/s); the element-wise
+    operators together 15 us + their bytes at 1.2 TB/s."""
     rows = []
     for tp in (1, 2):
         for m in (1, 8, 32, 128, 512, 1024, 2048, 4096):
@@ -99,6 +101,9 @@ def _write_mlp_table(path):
                 row[f"time_stats.{op}.median"] = (
                     5e-6 + max(b / 1.5e12, 2 * m * k * n / 250e12)
                 ) * 1e3
+            elems = F.pointwise_elems_per_token("llama", 4096, 11008 // tp, 4096 // tp, 4096 // tp)
+            for op in vidur.POINTWISE_OPS:  # together: 15 us + their bytes at 1.2 TB/s
+                row[f"time_stats.{op}.median"] = (3e-6 + m * elems * 2 / 1.2e12 / 5) * 1e3
             rows.append(row)
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
@@ -123,9 +128,18 @@ def test_import_recovers_known_times_and_labels_the_profile(tmp_path):
     step = profile.term("step_overhead")
     assert step.coef("const_s") == pytest.approx(CPU_CONST_MS * 1e-3, rel=1e-3)
     assert step.coef("s_per_seq") == pytest.approx(CPU_PER_SEQ_MS * 1e-3, rel=1e-3)
-    for name in ("gemm", "paged_decode_attention", "prefill_attention", "step_overhead"):
+    for name in (
+        "gemm",
+        "paged_decode_attention",
+        "prefill_attention",
+        "step_overhead",
+        "pointwise",
+    ):
         assert profile.term(name).heldout_mape < 0.01, name
         assert "fitted on" in profile.term(name).origin
+    pointwise = profile.term("pointwise")
+    assert pointwise.coef("const_s") == pytest.approx(15e-6, rel=0.02)
+    assert 1 / pointwise.coef("s_per_byte") == pytest.approx(1.2e12, rel=0.02)
     gemm = profile.term("gemm")
     assert 1 / gemm.coef("s_per_byte") == pytest.approx(1.5e12, rel=0.02)
     assert 1 / gemm.coef("s_per_flop") == pytest.approx(250e12, rel=0.02)
@@ -267,3 +281,21 @@ def test_shipped_profiles_are_reproduced_from_the_real_tables(name, shared_data,
     assert step.heldout_mape <= 0.05
     assert 0.5e-3 < step.coef("const_s") < 2e-3 and 20e-6 < step.coef("s_per_seq") < 80e-6
     assert np.isfinite([fresh.term(t).heldout_mape for t in fresh.terms]).all()
+
+
+def test_the_pointwise_term_is_charged_per_layer_and_optional(tmp_path):
+    """An external profile's element-wise kernels cost pointwise(T) per layer; without the
+    term (the analytic profile) they cost nothing, so analytic step times are unchanged."""
+    path, _ = import_vidur(_tables(tmp_path), tmp_path / "out")
+    profile = load_profile(path)
+    model, gpu = get_model("opt-13b"), get_gpu("a100-80gb")
+    with_pw = make_cost_model(HardwareSpec(gpu="a100-80gb", profile=str(path)), model, gpu)
+    terms = {k: v for k, v in profile.terms.items() if k != "pointwise"}
+    without_path = profile.with_terms(terms=terms).save(tmp_path / "other.yaml")
+    no_pw = make_cost_model(HardwareSpec(gpu="a100-80gb", profile=str(without_path)), model, gpu)
+    assert "'pointwise'" not in no_pw.description  # optional: not filled from the analytic profile
+    elems = F.pointwise_elems_per_token("opt", 5120, 20480, 5120, 5120)
+    per_layer = profile.term("pointwise").time_s(bytes_=8 * elems * 2, tokens=8)
+    got = with_pw.layer_linear_time_s(8) - no_pw.layer_linear_time_s(8)
+    assert got == pytest.approx(per_layer)
+    assert per_layer > 0
