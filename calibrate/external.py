@@ -231,7 +231,7 @@ def render_report(profile: Profile, fits: dict[str, TermFit], seed: int) -> str:
             for s in profile.sources
         ),
         "",
-        "## Fits (time_s = const_s + max(s_per_byte·bytes, s_per_flop·flops) + s_per_block·blocks + s_per_seq·seqs)",
+        "## Fits (time_s = const_s + max(s_per_byte·bytes, s_per_flop·flops) + s_per_block·blocks + s_per_seq·seqs + s_per_token·tokens)",
         "",
         f"Target: held-out MAPE <= {TARGET_HELDOUT_MAPE:.0%} per term.",
         "",
