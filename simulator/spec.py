@@ -9,19 +9,24 @@ checked against their registries by the layers that own them when a run is built
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 ``allocator.block_size``): ``workload``, ``arrivals``, ``hardware``, ``allocator``,
 ``scheduler``, ``metrics``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
-``check_invariants``, ``engine``.
+``check_invariants``.
+
+Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
+checked against the dicts that register the plug-ins, and which allocators a
+scheduler runs on comes from the two classes (``Scheduler.needs_paged``,
+``KVAllocator.is_paged``): adding a plug-in is one file and one line in its dict.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
+from pagesim.specbase import Registered, format_validation_error
 from pagesim.specbase import StrictSpec as _Spec
-from pagesim.specbase import format_validation_error
 from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
 
 __all__ = [
@@ -33,6 +38,7 @@ __all__ = [
     "RunSpec",
     "SchedulerSpec",
     "WorkloadSpec",
+    "pairing_problem",
     "run_spec_from_dict",
 ]
 
@@ -70,7 +76,9 @@ class SchedulerSpec(_Spec):
     ``max_batch_size`` (None: as many as memory allows).
     """
 
-    kind: Literal["vllm", "orca", "static"] = "vllm"
+    kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
+        "vllm"
+    )
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int = Field(default=2560, ge=1)
     preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
@@ -97,21 +105,29 @@ class RunSpec(_Spec):
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
-    #: "fast": the event-driven engine (simulator.fastengine) where it applies, else the
-    #: step engine; "step": the SimPy step-by-step reference. Same results either way.
-    engine: Literal["step", "fast"] = "fast"
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:
-        sched, alloc = self.scheduler.kind, self.allocator.kind
-        if sched == "vllm" and alloc != "paged":
-            raise ValueError(f"scheduler 'vllm' needs allocator 'paged', got {alloc!r}")
-        if sched in ("orca", "static") and alloc == "paged":
-            raise ValueError(
-                f"scheduler {sched!r} needs a contiguous allocator (max, pow2 or oracle): "
-                "it never preempts, so a paged pool could run out under a running request"
-            )
+        reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
+        if reason is not None:
+            raise ValueError(reason)
         return self
+
+
+def pairing_problem(scheduler_kind: str, allocator_kind: str) -> str | None:
+    """Why a scheduler cannot run on an allocator (None: it can), from the registries."""
+    from pagesim.allocators.registry import ALLOCATORS
+    from pagesim.simulator.schedulers import SCHEDULERS
+
+    sched, alloc = SCHEDULERS[scheduler_kind], ALLOCATORS[allocator_kind]
+    if sched.needs_paged == alloc.is_paged:
+        return None
+    fitting = sorted(k for k, a in ALLOCATORS.items() if a.is_paged == sched.needs_paged)
+    need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
+    return (
+        f"scheduler {scheduler_kind!r} needs {need} ({', '.join(fitting)}), "
+        f"got {allocator_kind!r}: {sched.pairing_note}"
+    )
 
 
 def run_spec_from_dict(doc: dict[str, Any], source: str = "<spec>") -> RunSpec:
