@@ -97,8 +97,8 @@ def predict(points: pd.DataFrame) -> pd.DataFrame:
         )
         out["prefill_floor_ms"] = peak_ms
         out["is_below_peak"] = bool(r["prompt_time"] < peak_ms)
-        prefill = BatchPlan(prefill_new_lens=(p,) * b, prefill_context_lens=(p,) * b)
-        decode = BatchPlan(decode_context_lens=(p + t // 2,) * b)
+        prefill = BatchPlan.from_lens(prefill_new_lens=(p,) * b, prefill_context_lens=(p,) * b)
+        decode = BatchPlan.from_lens(decode_context_lens=(p + t // 2,) * b)
         for label, profile in (("fitted", fitted), ("analytic", None)):
             key = (spec_name, gpu, profile, int(r["tensor_parallel"]))
             if key not in models:

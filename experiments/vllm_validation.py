@@ -269,25 +269,29 @@ def _step_lines(data_dir: Path) -> list[str]:
     from pagesim.simulator.specs import get_gpu, get_model
 
     shapes = [
-        ("decode, 1 seq x 1,000 ctx", BatchPlan(decode_context_lens=(1000,)), ("decode", 1, 1000)),
+        (
+            "decode, 1 seq x 1,000 ctx",
+            BatchPlan.from_lens(decode_context_lens=(1000,)),
+            ("decode", 1, 1000),
+        ),
         (
             "decode, 8 seqs x 1,000 ctx",
-            BatchPlan(decode_context_lens=(1000,) * 8),
+            BatchPlan.from_lens(decode_context_lens=(1000,) * 8),
             ("decode", 8, 1000),
         ),
         (
             "decode, 32 seqs x 1,000 ctx",
-            BatchPlan(decode_context_lens=(1000,) * 32),
+            BatchPlan.from_lens(decode_context_lens=(1000,) * 32),
             ("decode", 32, 1000),
         ),
         (
             "prefill, 1 prompt of 800",
-            BatchPlan(prefill_new_lens=(800,), prefill_context_lens=(800,)),
+            BatchPlan.from_lens(prefill_new_lens=(800,), prefill_context_lens=(800,)),
             ("prefill", 1, 800),
         ),
         (
             "prefill, 1 prompt of 2,000",
-            BatchPlan(prefill_new_lens=(2000,), prefill_context_lens=(2000,)),
+            BatchPlan.from_lens(prefill_new_lens=(2000,), prefill_context_lens=(2000,)),
             ("prefill", 1, 2000),
         ),
     ]

@@ -55,7 +55,7 @@ def test_points_are_medians_and_predictions_use_the_cost_model(tmp_path):
         model="llama-2-70b", gpu="a100-80gb", tensor_parallel=4, profile="a100-80gb-vidur"
     )
     cost = make_cost_model(hw, get_model("llama-2-70b"), get_gpu("a100-80gb"))
-    want = cost.step_time_s(BatchPlan(decode_context_lens=(512 + 64,) * 4)) * 1e3
+    want = cost.step_time_s(BatchPlan.from_lens(decode_context_lens=(512 + 64,) * 4)) * 1e3
     assert row["token_ms_fitted"] == pytest.approx(want)
     assert pred["is_below_peak"].sum() == 1
 
