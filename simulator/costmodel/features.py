@@ -154,6 +154,28 @@ def swap(num_blocks: int, block_bytes: int) -> Features:
     return Features(bytes_=float(num_blocks * block_bytes), blocks=float(num_blocks))
 
 
+def pointwise_elems_per_token(
+    arch: str, hidden: int, ffn_per_gpu: int, q_dim: int, kv_dim: int
+) -> int:
+    """Elements one token's element-wise kernels of one layer read and write.
+
+    LLaMA (vLLM's kernels): two RMSNorms (read + write h each), rotary embedding on q and
+    k (read + write), SiLU-and-mul (read 2f, write f), the residual add (read 2h, write h).
+    OPT: two LayerNorms, ReLU (read + write f), two residual adds (bias adds are fused
+    into the GEMMs). ``ffn_per_gpu`` and the q/kv widths are the TP shard's.
+    """
+    if arch == "llama":
+        return 2 * 2 * hidden + 2 * (q_dim + kv_dim) + 3 * ffn_per_gpu + 3 * hidden
+    return 2 * 2 * hidden + 2 * ffn_per_gpu + 2 * 3 * hidden
+
+
+def pointwise(num_tokens: int, elems_per_token: int, dtype_bytes: int = 2) -> Features:
+    """A layer's element-wise kernels over ``num_tokens`` tokens: the bytes they move."""
+    return Features(
+        bytes_=float(num_tokens * elems_per_token * dtype_bytes), tokens=float(num_tokens)
+    )
+
+
 def step_overhead(num_seqs: int, num_tokens: int) -> Features:
     """The per-step fixed cost's features: sequences and tokens scheduled (no bytes, no FLOPs)."""
     return Features(seqs=float(num_seqs), tokens=float(num_tokens))
