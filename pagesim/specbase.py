@@ -16,6 +16,12 @@ class StrictSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def error_text(err: dict) -> str:
+    """A pydantic error's message as pagesim prints it (without "Value error, ")."""
+    msg = err["msg"]
+    return msg.removeprefix("Value error, ") if err["type"] == "value_error" else msg
+
+
 def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
     """One line per problem: ``source: path.to[2].key: message`` (pydantic ValidationError in)."""
     lines = []
@@ -26,11 +32,7 @@ def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
                 path += f"[{part}]"
             else:
                 path += f".{part}" if path else str(part)
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "value_error":
-            msg = msg.removeprefix("Value error, ")
+        msg = "unknown key" if err["type"] == "extra_forbidden" else error_text(err)
         lines.append(f"{source}: {path or '<root>'}: {msg}")
     return "; ".join(lines)
 
