@@ -74,7 +74,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         trace,
         scheduler,
         cost_model.step_time_s,
-        decode_time_s=cost_model.decode_time_s,
+        decode_time_fn=cost_model.decode_time_fn,
         sample_interval_s=spec.metrics.sample_interval_s,
         every_step=spec.metrics.every_step,
         max_sim_time_s=spec.max_sim_time_s,
@@ -99,7 +99,7 @@ def run_engine(
     scheduler: Scheduler,
     step_time_s,
     *,
-    decode_time_s=None,
+    decode_time_fn=None,
     sample_interval_s: float = 1.0,
     every_step: bool = False,
     max_sim_time_s: float | None = None,
@@ -108,8 +108,9 @@ def run_engine(
     wall_start: float | None = None,
 ) -> RunResult:
     """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``
-    (and ``decode_time_s(num_seqs, context_sum, num_blocks, is_paged=...)``, the same for
-    pure decode steps given by their totals; default: through a plan).
+    (and ``decode_time_fn(is_paged=...)(num_seqs, context_sum, num_blocks)``, the same for
+    pure decode steps given by their totals, as ``CostModel.decode_time_fn``; default:
+    through a plan).
 
     The part of :func:`simulate` below the factories: tests drive it with small
     allocators and constant step times.
@@ -138,7 +139,7 @@ def run_engine(
         step_time_s,
         recorder,
         on_done,
-        decode_time_s=decode_time_s,
+        decode_time_fn=decode_time_fn,
         max_sim_time_s=max_sim_time_s,
         check_invariants=check_invariants,
     )

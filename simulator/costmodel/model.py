@@ -190,14 +190,12 @@ class CostModel:
             return decode(num_decode, plan.decode_context_sum, plan.decode_num_blocks)
         return self.summed_step_time_s(plan)
 
-    def decode_time_s(
-        self, num_seqs: int, context_sum: int, num_blocks: int, *, is_paged: bool = True
-    ) -> float:
-        """``step_time_s`` of a plan that only decodes ``num_seqs`` sequences over
-        ``context_sum`` tokens in ``num_blocks`` blocks (the same value, bit for bit),
-        without building the plan: the engine's steady decode runs call it once a step."""
-        decode = self._decode_time_paged if is_paged else self._decode_time_contiguous
-        return decode(num_seqs, context_sum, num_blocks)
+    def decode_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
+        """``f(num_seqs, context_sum, num_blocks)``: ``step_time_s`` of a plan that only
+        decodes ``num_seqs`` sequences over ``context_sum`` tokens in ``num_blocks``
+        blocks (the same value, bit for bit), without building the plan; the engine's
+        steady decode runs call it once a step."""
+        return self._decode_time_paged if is_paged else self._decode_time_contiguous
 
     def summed_step_time_s(self, plan: BatchPlan) -> float:
         """The module docstring's sum, term by term (``step_time_s`` takes a precomputed
