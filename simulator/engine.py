@@ -184,8 +184,9 @@ class Engine:
         """Up to ``num_ticks`` decode steps that repeat ``step``'s decisions
         (``Scheduler.steady_ticks``), each through the same rules as any step: the
         allocator's bulk append and usage, the cost model, the scheduler's clock, the
-        recorder; without building a Step record. Ends early when the allocator cannot
-        append in bulk or a request has arrived. Returns the time reached."""
+        recorder; without building a Step record. Ends after the step in which groups
+        finish, or early when the allocator cannot append in bulk or a request has
+        arrived. Returns the time reached."""
         env, sched, rec = self.env, self.scheduler, self.recorder
         alloc = sched.allocator
         append_all_measured, tick, record_decode = (
@@ -210,11 +211,16 @@ class Engine:
             if end_s >= self.next_arrival_s or end_s >= self.limit_s:
                 yield _timeout_at(env, end_s)
             tick(end_s)
+            finished = sched.finish_due(end_s)
+            if finished:
+                self._collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
             record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
             t = self.last_event_s = end_s
+            if finished:
+                break
         return t
 
     def _collect_done(self) -> None:
