@@ -199,28 +199,31 @@ class Engine:
         queues = (step.num_waiting, step.num_running, step.num_swapped)
         num_groups = step.num_decode_groups
         num_arrived = self.num_arrived
-        for _ in range(num_ticks):
-            if self.num_arrived != num_arrived:
-                break
+        horizon_s = min(self.next_arrival_s, self.limit_s)
+        check = self.check
+        last = num_ticks - 1
+        for i in range(num_ticks):
             measured = append_all_measured(blocked)
             if measured is None:
                 break
             (num_seqs, num_slots, num_blocks), usage_slots = measured
             duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
             end_s = t + duration_s
-            if end_s >= self.next_arrival_s or end_s >= self.limit_s:
+            if end_s >= horizon_s:
                 yield _timeout_at(env, end_s)
+                horizon_s = min(self.next_arrival_s, self.limit_s)
             tick(end_s)
-            finished = sched.finish_due(end_s)
+            finished = i == last and sched.finish_due(end_s)
             if finished:
                 self._collect_done()
-            if self.check:
+            if check:
                 alloc.check_invariants()
                 sched.check_invariants()
             record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
-            t = self.last_event_s = end_s
-            if finished:
+            t = end_s
+            if finished or self.num_arrived != num_arrived:
                 break
+        self.last_event_s = t
         return t
 
     def _collect_done(self) -> None:

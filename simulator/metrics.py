@@ -150,6 +150,7 @@ class StepRecorder:
 
     def mem_fracs(self) -> dict[str, float]:
         """Time-weighted mean fraction of capacity per memory category over the run."""
+        self._close()
         denom = self.total_s * self.capacity_slots
         return {
             name: (v / denom if denom > 0 else 0.0)
@@ -160,6 +161,7 @@ class StepRecorder:
     def sharing_saved_frac(self) -> float:
         """Time-weighted blocks saved by sharing / blocks the sequences would hold unshared
         (the paper's §6.3 "memory saving"); 0 when nothing is held or shared."""
+        self._close()
         held = self.mem_slot_s[0] + self.mem_slot_s[1] + self.mem_slot_s[2]
         unshared = held + self.shared_saved_slot_s
         return self.shared_saved_slot_s / unshared if unshared > 0 else 0.0
@@ -188,35 +190,28 @@ class StepRecorder:
     def _add_memory(
         self, acc: _Window, duration_s: float, slots: tuple[int, int, int, int, int, int]
     ) -> None:
-        """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``)."""
-        token, reserved, internal, external, unused = slots[:5]
-        total = self.mem_slot_s
+        """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``), into
+        the open window (the run totals take each window's sums when it closes)."""
+        token, reserved, internal, external, unused, saved = slots
         window = acc.mem_slot_s
-        w = token * duration_s
-        total[0] += w
-        window[0] += w
-        w = reserved * duration_s
-        total[1] += w
-        window[1] += w
-        w = internal * duration_s
-        total[2] += w
-        window[2] += w
-        w = external * duration_s
-        total[3] += w
-        window[3] += w
-        w = unused * duration_s
-        total[4] += w
-        window[4] += w
-        self.shared_saved_slot_s += slots[5] * duration_s
-        self.total_s += duration_s
+        window[0] += token * duration_s
+        window[1] += reserved * duration_s
+        window[2] += internal * duration_s
+        window[3] += external * duration_s
+        window[4] += unused * duration_s
+        acc.shared_saved_slot_s += saved * duration_s
         acc.duration_s += duration_s
-        free_blocks = (external + unused) // self.block_size
-        acc.free_block_s += free_blocks * duration_s
+        acc.free_block_s += (external + unused) // self.block_size * duration_s
 
     def _close(self) -> None:
         acc = self._acc
         if acc.num_steps == 0 and acc.duration_s == 0:
             return
+        total = self.mem_slot_s
+        for i, slot_s in enumerate(acc.mem_slot_s):
+            total[i] += slot_s
+        self.shared_saved_slot_s += acc.shared_saved_slot_s
+        self.total_s += acc.duration_s
         self._rows.append(
             self._row(
                 acc.t_s,
@@ -290,6 +285,7 @@ class _Window:
         "prefill_tokens",
         "decode_tokens",
         "mem_slot_s",
+        "shared_saved_slot_s",
         "free_block_s",
         "copied",
         "swapped",
@@ -305,6 +301,7 @@ class _Window:
         self.prefill_tokens = 0
         self.decode_tokens = 0
         self.mem_slot_s = [0.0] * 5
+        self.shared_saved_slot_s = 0.0
         self.free_block_s = 0.0
         self.copied = 0
         self.swapped = 0
