@@ -9,12 +9,12 @@ them for every step and evaluates the term. All sizes are for one layer on one G
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Features:
+class Features(NamedTuple):
+    """A kernel's physical features (an immutable named tuple: steps build several)."""
+
     bytes_: float = 0.0
     flops: float = 0.0
     blocks: float = 0.0
