@@ -30,13 +30,18 @@ class WorkloadSpec(_Spec):
     """Which requests, and how they share content.
 
     ``name`` is a registered workload (``pagesim workload list`` shows them: ``sharegpt``
-    (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``, ``alpaca``,
-    ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``, ``synthetic`` (uses
-    ``prompt`` / ``output``), ``csv`` (a timestamped CSV at ``path``, either Azure
-    2023 layout). ``alpaca``, ``azure-conv`` and ``azure-code`` are external data: they
-    read the table that ``pagesim workload prepare NAME --source FILE`` wrote into the
-    data folder (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path``
-    when given. For every table workload ``path`` replaces the table: a prepared
+    (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``,
+    ``sharegpt-paper`` (the PagedAttention artifact's exact ShareGPT lengths),
+    ``alpaca``, ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
+    ``synthetic`` (uses ``prompt`` / ``output``), ``csv`` (a timestamped CSV at
+    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``azure-conv``
+    and ``azure-code`` are external data: they read the table that
+    ``pagesim workload prepare NAME --source FILE`` wrote into the data folder
+    (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path`` when given
+    (for ``sharegpt-paper``: the artifact's
+    ``datasets/sharegpt_opt_text_completion_length.pkl`` from GitHub
+    ``sosp-ae-39/sosp-ae-astra``, read with an unpickler that refuses every global, or
+    a CSV ``input_len,output_len``). For every table workload ``path`` replaces the table: a prepared
     ``.npz`` or the raw downloaded file; relative paths are from the working
     directory. ``num_requests`` requests are sampled (``replace``:
     with replacement) unless ``duration_s`` is given, in which case requests arrive
