@@ -74,6 +74,11 @@ DOCS = [
         "seed": 3,
     },
     {
+        "workload": {"name": "sharegpt", "duration_s": 4.0, "selection": "artifact"},
+        "arrivals": {"process": "quantized-poisson", "rate_req_s": 4.0, "quantum_s": 0.02},
+        "hardware": {"kv_slots": 4096},
+    },
+    {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},
         "arrivals": {"process": "replay", "time_scale": 2.0},
         "hardware": {"profile": "PROFILE"},
