@@ -11,7 +11,11 @@ in). :class:`StepRecorder` keeps
   seconds, or per step with ``metrics.every_step``. A window holds the steps and
   idle periods that *start* in it (a step is never split); its memory columns are
   time-weighted means over them, its counts are sums, its queue lengths and batch
-  size are means per step.
+  size are means per step. ``mem_shared_saved_frac`` (the last column) is what
+  sharing saves (``MemoryUsage.shared_saved_slots``) as a fraction of capacity, so
+  that per step the logical / physical block ratio of a paged pool is
+  ``(held + saved) / held`` with held = token + reserved + internal fractions (see
+  ``reducers.py``, the paper artifact's Fig. 15).
 
 Memory stays O(1) per step: only the current window is open; rows are tuples.
 
@@ -51,6 +55,7 @@ TIMESERIES_COLUMNS = (
     "num_running",
     "num_swapped",
     "prefix_hit_tokens",
+    "mem_shared_saved_frac",
 )
 
 MEM_FRAC_COLUMNS = TIMESERIES_COLUMNS[6:11]
@@ -207,7 +212,9 @@ class StepRecorder:
         w = unused * duration_s
         total[4] += w
         window[4] += w
-        self.shared_saved_slot_s += slots[5] * duration_s
+        w = slots[5] * duration_s
+        self.shared_saved_slot_s += w
+        acc.shared_saved_slot_s += w
         self.total_s += duration_s
         acc.duration_s += duration_s
         free_blocks = (external + unused) // self.block_size
@@ -231,6 +238,7 @@ class StepRecorder:
                 acc.swapped,
                 acc.queue_sums,
                 acc.prefix_hit_tokens,
+                acc.shared_saved_slot_s,
             )
         )
         self._acc = _Window()
@@ -249,6 +257,7 @@ class StepRecorder:
         swapped,
         queue_sums,
         prefix_hit_tokens,
+        shared_saved_slot_s,
     ) -> tuple:
         """A TIMESERIES_COLUMNS row from a window's sums."""
         denom = d * self.capacity_slots
@@ -265,6 +274,7 @@ class StepRecorder:
             swapped,
             *((q / steps if steps else 0.0) for q in queue_sums),
             prefix_hit_tokens,
+            shared_saved_slot_s / denom if denom > 0 else 0.0,
         )
 
 
@@ -295,6 +305,7 @@ class _Window:
         "swapped",
         "queue_sums",
         "prefix_hit_tokens",
+        "shared_saved_slot_s",
     )
 
     def __init__(self) -> None:
@@ -310,3 +321,4 @@ class _Window:
         self.swapped = 0
         self.queue_sums = [0, 0, 0]
         self.prefix_hit_tokens = 0
+        self.shared_saved_slot_s = 0.0
