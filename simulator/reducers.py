@@ -60,6 +60,14 @@ class Reduced:
         """The values plus ``reducer`` and ``reducer_num_steps`` columns (a results row)."""
         return {**self.values, "reducer": self.reducer, "reducer_num_steps": self.num_steps}
 
+    def as_columns(self) -> dict[str, float]:
+        """The values as a run's extra metrics, each named after the reducer
+        (``artifact_fig2_mem_token_frac``, ..., ``artifact_fig2_num_steps``)."""
+        prefix = self.reducer.replace("-", "_")
+        columns = {f"{prefix}_{key}": value for key, value in self.values.items()}
+        columns[f"{prefix}_num_steps"] = float(self.num_steps)
+        return columns
+
 
 @dataclass(frozen=True)
 class Reducer:

@@ -27,6 +27,7 @@ DOCS = [
         "scheduler": {"kind": "vllm", "preemption_mode": "swap"},
         "metrics": {
             "every_step": True,
+            "reducers": ["time-weighted"],
             "percentiles": [50.0, 99.0],
             "slo": {"ttft_ms": 500.0, "tpot_ms": 80.0, "e2el_ms": 20000.0},
         },

@@ -134,3 +134,28 @@ def test_fig15_of_a_run_that_shares_nothing_is_zero():
     got = artifact_fig15(result.timeseries, start_s=0.0, end_s=np.inf)
     assert got.values["sharing_saved_frac"] == 0.0
     assert (result.timeseries["mem_shared_saved_frac"] == 0.0).all()
+
+
+def test_metrics_reducers_add_columns_named_after_the_reducer():
+    result = run({"workload": {"name": "alpaca-like", "num_requests": 100},
+                  "arrivals": {"rate_req_s": 20.0},
+                  "metrics": {"every_step": True, "reducers": ["time-weighted"]}})  # fmt: skip
+    for col in MEM_FRAC_COLUMNS:
+        assert result.extra[f"time_weighted_{col}"] == pytest.approx(result.summary[col])
+    assert result.extra["time_weighted_num_steps"] == float(result.timeseries["num_steps"].sum())
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ({"reducers": ["artifact-fig2"]},
+         "metrics.reducers artifact-fig2 average over scheduler steps: set metrics.every_step"),
+        ({"every_step": True, "reducers": ["fig2"]},
+         "unknown reducer 'fig2' in metrics.reducers; known: time-weighted, artifact-fig2"),
+        ({"every_step": True, "reducers": ["time-weighted", "time-weighted"]},
+         "metrics.reducers must be distinct"),
+    ],
+)  # fmt: skip
+def test_metrics_reducers_are_validated(metrics, message):
+    with pytest.raises(ConfigError, match=message):
+        run_spec_from_dict({"metrics": metrics}, "exp.yaml")
