@@ -20,8 +20,12 @@ from pagesim.workloads.artifact import NoGlobalsUnpickler, read_length_pairs
 from pagesim.workloads.registry import load_rows
 
 
-def test_the_real_artifact_lengths(shared_data, capsys):
-    csv = shared_data("paper_artifact", "sharegpt_opt_lengths.csv")
+@pytest.mark.parametrize(
+    "file", ["sharegpt_opt_lengths.csv", "sharegpt_opt_text_completion_length.pkl"]
+)
+def test_the_real_artifact_lengths(shared_data, capsys, file):
+    """The shared CSV, or the artifact's own pickle where a copy of it sits beside it."""
+    csv = shared_data("paper_artifact", file)
     assert main(["workload", "prepare", "sharegpt-paper", "--source", str(csv)]) == 0
     table = load_rows("sharegpt-paper")
     assert len(table) == 84_226
