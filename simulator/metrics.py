@@ -11,7 +11,11 @@ in). :class:`StepRecorder` keeps
   seconds, or per step with ``metrics.every_step``. A window holds the steps and
   idle periods that *start* in it (a step is never split); its memory columns are
   time-weighted means over them, its counts are sums, its queue lengths and batch
-  size are means per step.
+  size are means per step. ``mem_shared_saved_frac`` (the last column) is what
+  sharing saves (``MemoryUsage.shared_saved_slots``) as a fraction of capacity, so
+  that per step the logical / physical block ratio of a paged pool is
+  ``(held + saved) / held`` with held = token + reserved + internal fractions (see
+  ``reducers.py``, the paper artifact's Fig. 15).
 
 Memory stays O(1) per step: only the current window is open; rows are tuples.
 
@@ -51,6 +55,7 @@ TIMESERIES_COLUMNS = (
     "num_running",
     "num_swapped",
     "prefix_hit_tokens",
+    "mem_shared_saved_frac",
 )
 
 MEM_FRAC_COLUMNS = TIMESERIES_COLUMNS[6:11]
@@ -226,6 +231,7 @@ class StepRecorder:
                 acc.swapped,
                 acc.queue_sums,
                 acc.prefix_hit_tokens,
+                acc.shared_saved_slot_s,
             )
         )
         self._acc = _Window()
@@ -244,6 +250,7 @@ class StepRecorder:
         swapped,
         queue_sums,
         prefix_hit_tokens,
+        shared_saved_slot_s,
     ) -> tuple:
         """A TIMESERIES_COLUMNS row from a window's sums."""
         denom = d * self.capacity_slots
@@ -260,6 +267,7 @@ class StepRecorder:
             swapped,
             *((q / steps if steps else 0.0) for q in queue_sums),
             prefix_hit_tokens,
+            shared_saved_slot_s / denom if denom > 0 else 0.0,
         )
 
 

@@ -7,7 +7,7 @@ the cost model and the scheduler, replay the trace on the SimPy engine
 ``numpy.random.default_rng(spec.seed)`` is made here and passed down: first to trace
 building, then to the scheduler (beam choices). The summary then gets the vLLM-named
 metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
-records).
+records), and the extra values the ``metrics.reducers`` named (``simulator/reducers.py``).
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
@@ -24,6 +24,7 @@ import simpy
 from pagesim.errors import ConfigError
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
@@ -91,6 +92,8 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
             token_gaps=scheduler.token_gaps,
         )
     )
+    for name in spec.metrics.reducers:
+        result.extra.update(reduce(result.timeseries, name).as_columns())
     return result
 
 
