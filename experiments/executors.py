@@ -8,10 +8,22 @@ the order. ``local`` with one job runs in this process (no pickling: any
 ``simulate`` must be importable by name. ``ray`` needs the ``cluster`` extra; it
 joins a running Ray instance if there is one, else starts a local one with
 ``jobs`` CPUs and shuts it down afterwards.
+
+Stopping (local pool): workers ignore SIGINT, so Ctrl-C reaches only the main
+process; when the consumer stops (KeyboardInterrupt, an error, or closing the
+generator) the queued runs are cancelled and the workers are terminated (then
+killed after ``STOP_GRACE_S``), with further Ctrl-C ignored until that is done, so a
+sweep stops within a couple of seconds and leaves no process behind. A worker also
+exits on its own when the process that started it dies (even by SIGKILL): a daemon
+thread watches its parent id.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -21,6 +33,44 @@ from pagesim.simulator.spec import RunSpec
 
 Simulate = Callable[..., RunResult]
 EXECUTORS = ("local", "ray")
+#: Seconds a terminated worker gets to exit before it is killed.
+STOP_GRACE_S = 1.0
+#: How often a worker checks that the process that started it is alive.
+PARENT_POLL_S = 0.5
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _init_worker(parent_pid: int) -> None:
+    """In each pool worker: leave Ctrl-C to the main process; die with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued runs and end every worker now (terminate, then kill), Ctrl-C masked."""
+    is_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if is_main else None
+    try:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(STOP_GRACE_S)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def run_local(
@@ -30,10 +80,22 @@ def run_local(
         for index, run_spec in enumerate(run_specs):
             yield index, simulate(run_spec)
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(run_specs))) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(run_specs)),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )
+    finished = False
+    try:
         future_to_index = {pool.submit(simulate, spec): i for i, spec in enumerate(run_specs)}
         for future in as_completed(future_to_index):
             yield future_to_index[future], future.result()
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown(wait=True)
+        else:
+            stop_pool(pool)
 
 
 def run_ray(
@@ -63,7 +125,12 @@ def run_ray(
 def execute(
     executor: str, simulate: Simulate, run_specs: Sequence[RunSpec], jobs: int
 ) -> Iterator[tuple[int, RunResult]]:
-    """Run every spec on the named executor, yielding ``(index, result)`` as they finish."""
+    """Run every spec on the named executor, yielding ``(index, result)`` as they finish.
+
+    Close the returned generator (or let an exception pass through it) to stop early.
+    """
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: must be at least 1")
     if executor == "local":
         return run_local(simulate, run_specs, jobs)
     if executor == "ray":

@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from pagesim import yamlio
 from pagesim.errors import ConfigError
 from pagesim.experiments.paths import apply_overrides
 from pagesim.experiments.points import Point, expand_points
@@ -25,6 +25,7 @@ from pagesim.experiments.registries import unknown_names
 from pagesim.experiments.schema_paths import allowed_keys, check_dotted_path
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.simulator.spec import RunSpec
+from pagesim.specbase import error_message
 
 
 def _loc_path(prefix: str, loc: tuple) -> str:
@@ -42,7 +43,7 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        msg = err["msg"]
+        msg = error_message(err)
         if err["type"] == "extra_forbidden":
             keys = allowed_keys(model, [str(p) for p in loc[:-1] if not isinstance(p, int)])
             msg = f"unknown key; allowed keys: {', '.join(keys)}"
@@ -52,14 +53,7 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The YAML document in ``path`` (a mapping), or a ConfigError naming the file."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read experiment file ({exc.strerror})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from None
+    doc = yamlio.read(path, "experiment file")
     if not isinstance(doc, dict):
         raise ConfigError(
             f"{path}: an experiment file must be a mapping of keys, got {type(doc).__name__}"
@@ -111,7 +105,7 @@ def _check_sweep_values(spec: ExperimentSpec, source: str) -> None:
                 for path in row:
                     if loc_path == path or loc_path.startswith(path + "."):
                         raise ConfigError(
-                            f"{source}: {where.format(path=path)}: {err['msg']}"
+                            f"{source}: {where.format(path=path)}: {error_message(err)}"
                         ) from None
 
 
@@ -195,10 +189,21 @@ def load_experiment(
     if quick:
         spec = spec.quick_variant()
     if overrides:
+        swept = spec.sweep.swept_paths
         for dotted_path in overrides:
             problem = check_dotted_path(RunSpec, dotted_path)
             if problem is not None:
                 raise ConfigError(f"--set {dotted_path}: {problem}")
+            clash = [
+                p for p in swept
+                if p == dotted_path or p.startswith(dotted_path + ".")
+                or dotted_path.startswith(p + ".")
+            ]  # fmt: skip
+            if clash:
+                raise ConfigError(
+                    f"--set {dotted_path}: {clash[0]} is swept in {path} (the sweep would "
+                    "override it); edit the sweep instead"
+                )
         spec = spec.model_copy(update={"base": apply_overrides(spec.base, overrides)})
     validate_points(spec, str(path))
     _check_charts(spec, str(path))

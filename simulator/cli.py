@@ -102,8 +102,6 @@ def _engine_note(spec, result) -> str:
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import yaml
-
     from pagesim.errors import ConfigError
     from pagesim.simulator.costmodel.factory import make_cost_model
     from pagesim.simulator.result import METRIC_COLUMNS
@@ -114,13 +112,12 @@ def _run(args: argparse.Namespace) -> int:
     base: dict = {}
     source = "command line"
     if args.config:
+        from pagesim import yamlio
+
         path = Path(args.config)
         if not path.is_file():
             raise ConfigError(f"--config: file not found: {path}")
-        try:
-            base = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        base = yamlio.read(path, "RunSpec file") or {}
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a RunSpec file must be a mapping of sections")
         source = str(path)

@@ -9,6 +9,9 @@ otherwise (and with "step") the SimPy step engine replays it, and a fast request
 fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
 here and passed down: first to trace building, then to the scheduler (beam choices).
 
+``extra`` also says what the numbers rest on (``simulator.provenance``): requests
+dropped by the filters and rejected, with reasons; the cost model kind and profile.
+
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
 """
@@ -25,6 +28,7 @@ import simpy
 from pagesim.errors import ConfigError
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.provenance import request_notes, step_cost_notes
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
@@ -106,6 +110,8 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         if fallback is not None:
             result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    result.extra.update(request_notes(trace.dropped, result.requests))
+    result.extra.update(step_cost_notes(cost_model, spec.hardware.profile))
     return result
 
 

@@ -93,7 +93,7 @@ class RunSpec(_Spec):
     allocator: AllocatorSpec = AllocatorSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
     metrics: MetricsSpec = MetricsSpec()
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False

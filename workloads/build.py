@@ -16,8 +16,9 @@ Steps, all randomness from the one ``rng`` (same spec + same seed -> identical t
    0 of every prompt) and the arrival times (``arrivals.py``).
 
 Synthetic workloads whose draws break a filter are topped up with fresh draws until
-``num_requests`` remain (the drops are still counted), up to
-``MAX_SYNTHETIC_ROUNDS`` rounds.
+``num_requests`` remain, up to ``MAX_SYNTHETIC_ROUNDS`` rounds. The drawn
+distribution is then truncated by the filters, so the redrawn draws are counted in
+``Trace.dropped`` under ``"<rule> (redrawn)"`` and reported with every run.
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def _build_synthetic(
         )  # fmt: skip
         p, o = p[keep][: num - have], o[keep][: num - have]
         for reason, count in drops.items():
-            dropped[reason] = dropped.get(reason, 0) + count
+            redrawn = f"{reason} (redrawn)"
+            dropped[redrawn] = dropped.get(redrawn, 0) + count
         prompts.append(p)
         outputs.append(o)
         have += len(p)

@@ -1,17 +1,39 @@
-"""Rebuild a workload's shipped length table from its raw source (``pagesim workload prepare``).
+"""Rebuild a workload's length table from its raw source (``pagesim workload prepare``).
 
 ShareGPT and Alpaca sources are tokenized (``tokenizer.py``; GPT-2 BPE unless a
 tokenizer is given); timestamped CSVs already carry token counts. The table is
 written atomically (``lengthtable.save_table``): on any error nothing is written.
+Without ``--out`` it goes to the user data folder (``registry.user_tables_dir``),
+which runs read before the shipped table; the installed package is never written.
+A table with no rows, or with no row that passes the default workload filters, is
+refused (a DataError): it could only give empty runs. Replacing an existing file is
+always said (:class:`Prepared` carries the replaced file's row count).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from pagesim.errors import ConfigError
-from pagesim.workloads.lengthtable import LengthTable, save_table
-from pagesim.workloads.registry import WORKLOADS, get_source
+from pagesim.errors import ConfigError, DataError
+from pagesim.workloads.filters import apply_filters
+from pagesim.workloads.lengthtable import LengthTable, load_table, save_table
+from pagesim.workloads.registry import WORKLOADS, get_source, user_tables_dir
+from pagesim.workloads.spec import WorkloadSpec
+
+#: The filter limits a run uses by default (WorkloadSpec and RunSpec defaults).
+DEFAULT_MAX_MODEL_LEN = 2048
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A written table: where, what, how many rows pass the default filters, and
+    the row count of the file it replaced (None: nothing was there)."""
+
+    path: Path
+    table: LengthTable
+    num_usable: int
+    replaced_rows: int | None
 
 
 def build_table(name: str, source_path: str, tokenizer_path: str | None = None) -> LengthTable:
@@ -45,10 +67,43 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
     return table
 
 
+def num_usable_rows(table: LengthTable) -> int:
+    """Rows that pass the default workload filters (see ``filters.py``)."""
+    defaults = WorkloadSpec()
+    keep, _ = apply_filters(
+        table.prompt_len, table.output_len, min_len=defaults.min_len,
+        max_prompt_len=defaults.max_prompt_len, max_model_len=DEFAULT_MAX_MODEL_LEN,
+    )  # fmt: skip
+    return int(keep.sum())
+
+
+def default_target(name: str) -> Path:
+    """Where ``prepare`` writes without ``--out``: the user data folder."""
+    table_file = get_source(name).table_file
+    assert table_file is not None
+    return user_tables_dir() / table_file
+
+
 def prepare(name: str, source_path: str, *, tokenizer_path: str | None = None,
-            out_path: str | None = None) -> tuple[Path, LengthTable]:  # fmt: skip
-    """Build and atomically write the table (to the shipped location unless ``out_path``)."""
+            out_path: str | None = None) -> Prepared:  # fmt: skip
+    """Build, check and atomically write the table (see the module docstring)."""
     table = build_table(name, source_path, tokenizer_path)
-    target = Path(out_path) if out_path is not None else get_source(name).table_path
-    assert target is not None
-    return save_table(table, target), table
+    if len(table) == 0:
+        raise DataError(f"{source_path}: no requests in this source; nothing written")
+    num_usable = num_usable_rows(table)
+    if num_usable == 0:
+        raise DataError(
+            f"{source_path}: none of its {len(table)} requests passes the default workload "
+            f"filters (min_len 4, max_prompt_len 1024, prompt + output <= "
+            f"{DEFAULT_MAX_MODEL_LEN}); nothing written"
+        )
+    target = Path(out_path) if out_path is not None else default_target(name)
+    if target.is_dir():
+        raise ConfigError(f"--out {target}: is a folder; give a .npz file path")
+    replaced = None
+    if target.exists():
+        try:
+            replaced = len(load_table(target))
+        except DataError:
+            replaced = -1
+    return Prepared(save_table(table, target), table, num_usable, replaced)

@@ -3,16 +3,18 @@
 Adding a workload is one entry in :data:`WORKLOADS` (plus, for a new data format,
 one loader file). Kinds:
 
-- ``table``: a prepared length table shipped in ``workloads/data/`` (rebuilt by
-  ``pagesim workload prepare NAME --source RAW``), viewed as ``rows`` (every row a
-  request), ``first-turn`` (the first row of each conversation) or ``chat``
-  (multi-turn prompts, ``chat.py``);
+- ``table``: a prepared length table, viewed as ``rows`` (every row a request),
+  ``first-turn`` (the first row of each conversation) or ``chat`` (multi-turn
+  prompts, ``chat.py``). ``pagesim workload prepare NAME --source RAW`` writes it to
+  the user data folder (:func:`user_tables_dir`), which takes precedence over the
+  table shipped in ``workloads/data/``; the installed package is never written to;
 - ``synthetic``: lengths drawn from distributions (``synthetic.py``);
 - ``csv``: a user's timestamped CSV at ``workload.path`` (``csvtrace.py``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,6 +25,18 @@ from pagesim.errors import ConfigError, DataError
 from pagesim.workloads.lengthtable import LengthTable, load_table
 
 DATA_DIR = Path(__file__).parent / "data"
+#: Environment variable naming the user data folder (default: $XDG_DATA_HOME/pagesim).
+USER_DIR_ENV = "PAGESIM_USER_DIR"
+
+
+def user_tables_dir() -> Path:
+    """Where ``pagesim workload prepare`` writes tables: ``$PAGESIM_USER_DIR/workloads``,
+    else ``$XDG_DATA_HOME/pagesim/workloads`` (``~/.local/share/pagesim/workloads``)."""
+    root = os.environ.get(USER_DIR_ENV)
+    if not root:
+        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        root = str(Path(xdg) / "pagesim")
+    return Path(root) / "workloads"
 
 
 @dataclass(frozen=True)
@@ -38,7 +52,11 @@ class WorkloadSource:
 
     @property
     def table_path(self) -> Path | None:
-        return None if self.table_file is None else DATA_DIR / self.table_file
+        """The table a run reads: the user's prepared one if present, else the shipped one."""
+        if self.table_file is None:
+            return None
+        user = user_tables_dir() / self.table_file
+        return user if user.is_file() else DATA_DIR / self.table_file
 
     @property
     def is_prepared(self) -> bool:
