@@ -5,7 +5,7 @@ RunSpec (defaults filled in, the seed included), the pagesim version and the
 content hash of every file the run reads (``inputs.py``: trace CSV, prepared
 table, profile), so a changed field, a new release or an edited input file never
 reuses a stale result. A run's folder holds
-``spec.json``, ``summary.json`` (the summary metrics and the ``extra`` values),
+``spec.json``, ``summary.json`` (the summary metrics, the ``extra`` values and notes),
 ``requests.csv.gz`` and ``timeseries.csv.gz``. It is written under a temporary
 name (``.tmp-<key>-<pid>-<random>``) and renamed into place: a cached run is whole
 or absent, so a sweep killed part-way resumes by running only the runs whose folder
@@ -114,6 +114,7 @@ class RunCache:
             summary = {
                 "summary": {k: _plain(v) for k, v in result.summary.items()},
                 "extra": {k: _plain(v) for k, v in result.extra.items()},
+                "notes": dict(getattr(result, "notes", {})),
             }
             (tmp / "summary.json").write_text(json.dumps(summary, sort_keys=True, indent=1) + "\n")
             write_table(result.requests, tmp / "requests.csv.gz")
@@ -129,6 +130,6 @@ class RunCache:
         return final
 
     def load_summary(self, key: str) -> tuple[dict[str, float], dict[str, float | str]]:
-        """``(summary, extra)`` of a cached run."""
+        """``(summary, extra)`` of a cached run; ``extra`` includes the text ``notes``."""
         doc = json.loads((self.folder(key) / "summary.json").read_text())
-        return doc["summary"], doc["extra"]
+        return doc["summary"], {**doc["extra"], **doc.get("notes", {})}

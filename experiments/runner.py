@@ -68,7 +68,8 @@ class ExperimentOutput:
 
 
 #: A run that loses more than this share of its requests (dropped by the workload
-#: filters, or rejected by the scheduler) is reported with a warning.
+#: filters, rejected by the scheduler, or unfinished at the time limit) is reported
+#: with a warning.
 LOSS_WARN_SHARE = 0.25
 TABLES = ("timeseries", "requests")
 
@@ -167,25 +168,39 @@ def _num(values: dict[str, Any], name: str) -> float:
 def _accounting_problems(
     runs: list[_Run], run_values: list[dict[str, Any]]
 ) -> tuple[list[str], list[str]]:
-    """(errors: runs that served no request, warnings: runs that lost too many)."""
+    """(errors: runs that served no request, warnings: runs that lost too many).
+
+    A run's lost share combines the share of candidates the filters dropped
+    (``dropped_share``) with the share of its requests that were rejected.
+    """
     errors, warnings = [], []
     for run, values in zip(runs, run_values, strict=True):
         finished = _num(values, "num_finished")
         dropped, rejected = _num(values, "num_dropped"), _num(values, "num_rejected")
-        requested = dropped + finished + rejected + _num(values, "num_unfinished")
+        unfinished = _num(values, "num_unfinished")
+        num_run = finished + rejected + unfinished
+        drop_share = values.get("dropped_share")
+        if not isinstance(drop_share, int | float):
+            drop_share = dropped / (dropped + num_run) if dropped + num_run else 0.0
         why = []
         if dropped:
             reasons = values.get("dropped_reasons", "?")
-            why.append(f"{dropped:.0f} dropped by the workload filters ({reasons})")
+            why.append(
+                f"{dropped:.0f} ({drop_share:.0%}) of the candidates dropped by the workload "
+                f"filters ({reasons})"
+            )
         if rejected:
             why.append(f"{rejected:.0f} rejected ({values.get('rejected_reasons', '?')})")
+        if unfinished:
+            why.append(f"{unfinished:.0f} unfinished at max_sim_time_s")
         where = f"point {run.point.point_id} ({run.point.label}), seed {run.seed}"
         if finished == 0:
             cause = "; ".join(why) or "the workload produced no requests"
             errors.append(f"{where}: no request was served: {cause}")
-        elif requested and (dropped + rejected) / requested > LOSS_WARN_SHARE:
-            share = (dropped + rejected) / requested
-            warnings.append(f"{where}: lost {share:.0%} of its requests: {'; '.join(why)}")
+            continue
+        lost = 1 - (1 - drop_share) * (1 - (rejected + unfinished) / num_run)
+        if lost > LOSS_WARN_SHARE:
+            warnings.append(f"{where}: lost {lost:.0%} of its requests: {'; '.join(why)}")
     return errors, warnings
 
 

@@ -114,17 +114,19 @@ def _column(results: pd.DataFrame, name: str, default: Any = "") -> list[Any]:
 
 
 def accounting_lines(results: pd.DataFrame, warnings: list[str]) -> list[str]:
-    """The Requests section: dropped and rejected per point, with the reasons."""
-    header = ["point", "label", "finished", "dropped", "why dropped", "rejected", "why rejected"]
-    rows = [
-        [p, label, fin, drop, why_d or "-", rej, why_r or "-"]
-        for p, label, fin, drop, why_d, rej, why_r in zip(
-            results["point"], results["label"], _column(results, "num_finished", math.nan),
-            _column(results, "num_dropped", math.nan), _column(results, "dropped_reasons"),
-            _column(results, "num_rejected", math.nan), _column(results, "rejected_reasons"),
-            strict=True,
-        )
-    ]  # fmt: skip
+    """The Requests section: dropped (with their share of the candidates the filters
+    examined) and rejected per point, with the reasons."""
+    header = ["point", "label", "finished", "dropped (share)", "why dropped", "rejected",
+              "why rejected"]  # fmt: skip
+    rows = []
+    for p, label, fin, drop, share, why_d, rej, why_r in zip(
+        results["point"], results["label"], _column(results, "num_finished", math.nan),
+        _column(results, "num_dropped", math.nan), _column(results, "dropped_share", math.nan),
+        _column(results, "dropped_reasons"), _column(results, "num_rejected", math.nan),
+        _column(results, "rejected_reasons"), strict=True,
+    ):  # fmt: skip
+        dropped = _fmt(drop) + ("" if math.isnan(share) else f" ({share:.1%})")
+        rows.append([p, label, fin, dropped, why_d or "-", rej, why_r or "-"])
     lines = _table(header, rows)
     if warnings:
         lines += ["", *[f"- warning: {w}" for w in warnings]]

@@ -7,7 +7,8 @@ for an unknown key, the allowed names for an unknown model / GPU / workload /
 allocator / scheduler). Checks, in order: YAML syntax; the experiment schema; each
 swept and overridden path names a RunSpec field; the base is a valid RunSpec; each
 sweep value is valid on its own; each point is a valid RunSpec whose names are
-registered; each chart kind exists.
+registered; each point passes ``preflight.py`` (its files exist, its pool and
+blocks fit); each chart kind exists.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pagesim import yamlio
 from pagesim.errors import ConfigError
 from pagesim.experiments.paths import apply_overrides
 from pagesim.experiments.points import Point, expand_points
+from pagesim.experiments.preflight import check_run
 from pagesim.experiments.registries import unknown_names
 from pagesim.experiments.schema_paths import allowed_keys, check_dotted_path
 from pagesim.experiments.spec import ExperimentSpec
@@ -133,6 +135,10 @@ def validate_points(spec: ExperimentSpec, source: str) -> list[tuple[Point, RunS
                 f"{source}: {where}: unknown name {name!r}; allowed: {', '.join(allowed)}"
             )
         validated.append((point, run_spec))
+    for point, run_spec in validated:
+        values = ", ".join(f"{p}={v}" for p, v in point.path_to_value.items())
+        named = f"point {point.point_id} ({values})" if values else "base"
+        check_run(run_spec, f"{source}: {named}")
     return validated
 
 

@@ -1,7 +1,7 @@
-"""What a run's numbers rest on, as ``RunResult.extra`` values: requests lost, step costs.
+"""What a run's numbers rest on, as ``RunResult.notes`` texts: requests lost, step costs.
 
-Requests: ``num_dropped`` (requests the workload filters removed before the run,
-``Trace.dropped``), ``dropped_reasons`` and ``rejected_reasons`` (``"reason: count"``
+Requests (``extra["num_dropped"]`` counts the requests the workload filters removed
+before the run, ``Trace.dropped``): ``dropped_reasons`` and ``rejected_reasons`` (``"reason: count"``
 joined by ``"; "``, most frequent first; at most ``MAX_REASONS`` distinct rejection
 reasons are spelled out, the rest counted).
 
@@ -76,11 +76,10 @@ def step_cost_notes(cost_model: CostModel, profile_ref: str | None) -> dict[str,
     }
 
 
-def request_notes(dropped: dict[str, int], requests: pd.DataFrame) -> dict[str, float | str]:
-    """``num_dropped``, ``dropped_reasons``, ``rejected_reasons`` (module doc)."""
+def request_notes(dropped: dict[str, int], requests: pd.DataFrame) -> dict[str, str]:
+    """``dropped_reasons``, ``rejected_reasons`` (module doc)."""
     rejected = requests.loc[requests["status"] == REJECTED, "reason"]
     return {
-        "num_dropped": float(sum(dropped.values())),
         "dropped_reasons": reasons_text(dropped),
         "rejected_reasons": reasons_text(dict(Counter(rejected.tolist())), MAX_REASONS),
     }

@@ -9,8 +9,10 @@ otherwise (and with "step") the SimPy step engine replays it, and a fast request
 fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
 here and passed down: first to trace building, then to the scheduler (beam choices).
 
-``extra`` also says what the numbers rest on (``simulator.provenance``): requests
-dropped by the filters and rejected, with reasons; the cost model kind and profile.
+``extra["num_dropped"]`` counts the requests the workload filters removed (and
+``extra["dropped_share"]`` their share of the candidates they examined), and
+``notes`` says what the numbers rest on (``simulator.provenance``): why requests
+were dropped or rejected, the cost model kind and profile.
 
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
@@ -110,8 +112,10 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         if fallback is not None:
             result.extra["fast_engine"] = 0.0
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
-    result.extra.update(request_notes(trace.dropped, result.requests))
-    result.extra.update(step_cost_notes(cost_model, spec.hardware.profile))
+    result.extra["num_dropped"] = float(sum(trace.dropped.values()))
+    result.extra["dropped_share"] = trace.dropped_share
+    result.notes.update(request_notes(trace.dropped, result.requests))
+    result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
     return result
 
 

@@ -75,6 +75,7 @@ def build_trace(
         "name": workload.name,
         "source_note": table.source_note,
         "dropped": dropped,
+        "num_candidates": len(keep),
     }
     if arrivals.process == "replay":
         rows, arrival_s = _replay_rows(workload, arrivals, table, keep)
@@ -165,7 +166,7 @@ def _build_synthetic(
     num = len(times) if times is not None else int(workload.num_requests or 0)
     prompts, outputs = [], []
     dropped: dict[str, int] = {}
-    have, rounds = 0, 0
+    have, rounds, num_drawn = 0, 0, 0
     while have < num:
         rounds += 1
         if rounds > MAX_SYNTHETIC_ROUNDS:
@@ -176,6 +177,7 @@ def _build_synthetic(
         want = num - have if rounds == 1 else max(2 * (num - have), 64)
         p = sample_lengths(prompt_dist, want, rng)
         o = sample_lengths(output_dist, want, rng)
+        num_drawn += want
         keep, drops = apply_filters(
             p + workload.shared_prefix_len, o, min_len=workload.min_len,
             max_prompt_len=workload.max_prompt_len, max_model_len=max_model_len,
@@ -194,5 +196,5 @@ def _build_synthetic(
         output_len=np.concatenate(outputs) if outputs else np.zeros(0, dtype=np.int64),
         arrival_s=times, n=workload.n, beam_width=workload.beam_width,
         shared_prefix_len=workload.shared_prefix_len, name=workload.name, source_note=note,
-        dropped=dropped,
+        dropped=dropped, num_candidates=num_drawn,
     )  # fmt: skip
