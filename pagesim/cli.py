@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from pagesim import __version__
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pagesim: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a further Ctrl-C must not interrupt exit
         print("pagesim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
