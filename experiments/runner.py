@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -122,7 +123,8 @@ def _run_all(
     specs = [key_to_spec[key] for key in keys]
     num_missing = sum(key_to_count.values())
     disable = None if progress is None else not progress  # None: only on a terminal
-    if progress and executor == "local" and (jobs <= 1 or len(specs) == 1):
+    shown = progress if progress is not None else sys.stderr.isatty()
+    if shown and executor == "local" and (jobs <= 1 or len(specs) == 1):
         simulate = functools.partial(simulate, progress=True)  # requests done, ETA, per run
     bar = tqdm(total=len(runs), initial=len(runs) - num_missing, unit="run", disable=disable)
     finished = execute(executor, simulate, specs, jobs)
