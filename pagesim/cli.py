@@ -15,6 +15,7 @@ quietly with 141, as a shell pipeline would.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -72,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # Output piped into `head` that stopped reading: not an error of ours. Point
         # stdout at devnull so the interpreter's final flush does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # (when stdout is not a file descriptor, e.g. captured, nothing will flush it)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
 

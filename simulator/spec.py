@@ -2,8 +2,8 @@
 
 A run is a pure function of its RunSpec (the seed included): same spec, same bytes
 out. Specs are frozen pydantic models: an unknown key or a wrong type is an error
-that names the key (``extra="forbid"``, ``strict=True``; a YAML ``1e3`` is a string,
-not a number — write ``1000`` or ``1.0e3``). Names of models, GPUs and workloads are
+that names the key (``extra="forbid"``, ``strict=True``; pagesim reads YAML numbers as YAML 1.2 does,
+so ``1e3`` is the float 1000.0, refused by integer keys with a message). Names of models, GPUs and workloads are
 checked against their registries by the layers that own them when a run is built.
 
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
