@@ -3,7 +3,8 @@
 Every executor takes the same ``(simulate, run_specs)`` and yields ``(index,
 RunResult)`` as runs finish, in whatever order they finish; the runner writes each
 result to the cache as it arrives, so results never depend on the executor or on
-the order. ``local`` with one job runs in this process (no pickling: any
+the order. A run that raises a :class:`PagesimError` ends the sweep with
+:class:`RunFailed`, which carries the run's index. ``local`` with one job runs in this process (no pickling: any
 ``simulate`` callable works); with more jobs it uses a ProcessPoolExecutor, and
 ``simulate`` must be importable by name. ``ray`` needs the ``cluster`` extra; it
 joins a running Ray instance if there is one, else starts a local one with
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from pagesim.errors import ConfigError
+from pagesim.errors import ConfigError, PagesimError
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.spec import RunSpec
 
@@ -37,6 +38,14 @@ EXECUTORS = ("local", "ray")
 STOP_GRACE_S = 1.0
 #: How often a worker checks that the process that started it is alive.
 PARENT_POLL_S = 0.5
+
+
+class RunFailed(PagesimError):
+    """Run ``index`` raised a PagesimError (the runner names its point and seed)."""
+
+    def __init__(self, index: int, error: PagesimError) -> None:
+        super().__init__(str(error))
+        self.index, self.error = index, error
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -78,7 +87,11 @@ def run_local(
 ) -> Iterator[tuple[int, RunResult]]:
     if jobs <= 1 or len(run_specs) <= 1:
         for index, run_spec in enumerate(run_specs):
-            yield index, simulate(run_spec)
+            try:
+                result = simulate(run_spec)
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
         return
     pool = ProcessPoolExecutor(
         max_workers=min(jobs, len(run_specs)),
@@ -89,7 +102,12 @@ def run_local(
     try:
         future_to_index = {pool.submit(simulate, spec): i for i, spec in enumerate(run_specs)}
         for future in as_completed(future_to_index):
-            yield future_to_index[future], future.result()
+            index = future_to_index[future]
+            try:
+                result = future.result()
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
         finished = True
     finally:
         if finished:
@@ -116,7 +134,12 @@ def run_ray(
         pending = list(ref_to_index)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            yield ref_to_index[done[0]], ray.get(done[0])
+            index = ref_to_index[done[0]]
+            try:
+                result = ray.get(done[0])
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
     finally:
         if started_here:
             ray.shutdown()

@@ -45,7 +45,7 @@ import pandas as pd
 from pagesim.errors import PagesimError
 from pagesim.experiments.aggregate import WALL_COLUMN, results_table
 from pagesim.experiments.cache import RunCache, canonical_json, remove_dead_tmp, run_key
-from pagesim.experiments.executors import Simulate, execute
+from pagesim.experiments.executors import RunFailed, Simulate, execute
 from pagesim.experiments.inputs import FileHasher
 from pagesim.experiments.outdir import Manifest, OutLock, make_out_dir, remove_if_empty
 from pagesim.experiments.outputs import atomic_write_text, write_csv
@@ -132,6 +132,12 @@ def _run_all(
         for index, result in finished:
             cache.store(keys[index], specs[index], result)
             bar.update(key_to_count[keys[index]])
+    except RunFailed as exc:
+        failed = [run for run in runs if run.key == keys[exc.index]]
+        where = ", ".join(
+            f"point {r.point.point_id} ({r.point.label}) seed {r.seed}" for r in failed
+        )
+        raise PagesimError(f"{where}: {exc.error}") from None
     finally:
         finished.close()  # on Ctrl-C or an error: cancel queued runs, stop the workers
         bar.close()

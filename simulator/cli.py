@@ -123,6 +123,13 @@ def _run(args: argparse.Namespace) -> int:
         source = str(path)
     spec = run_spec_from_dict(spec_doc_from_args(args, base), source)
     result = simulate(spec, progress=args.progress)
+    if result.summary["num_finished"] == 0:
+        why = [f"{len(result.requests)} requests in the run"]
+        if result.extra.get("num_dropped"):
+            why.append(f"dropped by the workload filters: {result.notes['dropped_reasons']}")
+        if result.summary["num_rejected"]:
+            why.append(f"rejected: {result.notes['rejected_reasons']}")
+        raise ConfigError(f"{source}: no request was served ({'; '.join(why)})")
     hw = spec.hardware
     cost = make_cost_model(hw, get_model(hw.model), get_gpu(hw.gpu))
     print(
@@ -137,4 +144,6 @@ def _run(args: argparse.Namespace) -> int:
     rejected = result.requests[result.requests["status"] == "rejected"]
     for reason, count in rejected["reason"].value_counts().items():
         print(f"  rejected x{count}: {reason}")
+    if result.extra.get("num_dropped"):
+        print(f"  dropped by the workload filters: {result.notes['dropped_reasons']}")
     return 0

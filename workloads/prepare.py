@@ -5,8 +5,9 @@ tokenizer is given); timestamped CSVs already carry token counts. The table is
 written atomically (``lengthtable.save_table``): on any error nothing is written.
 Without ``--out`` it goes to the user data folder (``registry.user_tables_dir``),
 which runs read before the shipped table; the installed package is never written.
-A table with no rows, or with no row that passes the default workload filters, is
-refused (a DataError): it could only give empty runs. Replacing an existing file is
+A table with no rows, or with no row that passes the default workload filters, or
+from a ShareGPT file cut off before ``MIN_RECOVERED_SHARE`` of its text, is refused
+(a DataError): it could only give empty or unrepresentative runs. Replacing an existing file is
 always said (:class:`Prepared` carries the replaced file's row count).
 """
 
@@ -21,6 +22,8 @@ from pagesim.workloads.lengthtable import LengthTable, load_table, save_table
 from pagesim.workloads.registry import WORKLOADS, get_source, user_tables_dir
 from pagesim.workloads.spec import WorkloadSpec
 
+#: A truncated ShareGPT file must keep at least this share of its text in whole records.
+MIN_RECOVERED_SHARE = 0.5
 #: The filter limits a run uses by default (WorkloadSpec and RunSpec defaults).
 DEFAULT_MAX_MODEL_LEN = 2048
 
@@ -59,7 +62,13 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
         if source.raw_format == "sharegpt":
             from pagesim.workloads.sharegpt import sharegpt_table
 
-            table, _ = sharegpt_table(source_path, counter)
+            table, report = sharegpt_table(source_path, counter)
+            if report.is_truncated and report.recovered_share < MIN_RECOVERED_SHARE:
+                raise DataError(
+                    f"{source_path}: cut off after {report.recovered_share:.0%} of its text "
+                    f"({report.num_records} whole records); a table from it would not "
+                    "represent the dataset: give the complete file; nothing written"
+                )
         else:
             from pagesim.workloads.alpaca import alpaca_table
 

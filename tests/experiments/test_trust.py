@@ -483,3 +483,38 @@ def test_progress_flag_forces_bars_off_a_terminal(write_doc, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "run/s" in proc.stderr or "s/run" in proc.stderr
     assert "req" in proc.stderr  # the in-run bar: requests done, with an ETA
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_run_failing_inside_a_sweep_names_its_point(write_doc, tmp_path, capsys, jobs):
+    doc = _synthetic_doc()
+    doc["base"]["workload"] = {"name": "azure-conv", "num_requests": 5, "replace": False}
+    doc["sweep"] = {"grid": {"workload.num_requests": [5, 10**6]}}
+    code, _, err = _cli(capsys, "run", str(write_doc(doc)), "--out", str(tmp_path / "o"),
+                        "--jobs", jobs)  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "point p001 (1000000) seed 0: workload.num_requests = 1000000" in err
+
+
+def test_simulate_command_with_nothing_served_is_an_error(tmp_path, capsys):
+    trace = _csv(tmp_path / "t.csv", [(0.0, 3000, 10), (0.5, 2000, 12)])
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"workload": {"name": "csv", "path": str(trace),
+                                                "num_requests": None},
+                                   "arrivals": {"process": "replay"}}))  # fmt: skip
+    code, _, err = _cli(capsys, "simulate", "--config", str(cfg))
+    assert code == 2 and "no request was served" in err and "prompt_len > 1024: 2" in err
+
+
+def test_prepare_refuses_a_nearly_fully_truncated_sharegpt(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("tokenizers")
+    monkeypatch.setenv("PAGESIM_USER_DIR", str(tmp_path / "user"))
+    record = {"id": "a", "conversations": [{"from": "human", "value": "Hello there, how are you"},
+                                           {"from": "gpt", "value": "Fine, thank you very much"}]}  # fmt: skip
+    whole = json.dumps(record)
+    cut = json.dumps({**record, "id": "b", "pad": "x" * 5000})[:4000]
+    source = tmp_path / "sg.json"
+    source.write_text(f"[{whole}, {cut}")
+    code, _, err = _cli(capsys, "workload", "prepare", "sharegpt", "--source", str(source))
+    assert code == 2 and "cut off after" in err and "1 whole records" in err
+    assert not (tmp_path / "user").exists()
