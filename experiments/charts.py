@@ -47,7 +47,9 @@ def draw_charts(
             continue
         note = step_cost_note(results)
         if note:
-            fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
+            engine = fig.get_layout_engine()
+            if engine is not None and hasattr(engine, "set"):
+                engine.set(rect=(0, 0.05, 1, 0.95))
             fig.text(0.005, 0.005, note, fontsize=6.5, ha="left", va="bottom", color="0.35")
         FigureCanvasAgg(fig)
         path = out_dir / f"{stem}.png"

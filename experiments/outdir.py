@@ -10,7 +10,10 @@
   whether they came from a full or a ``--quick`` run. A rerun removes the files the
   previous run wrote that this one does not (charts no longer asked for, tables of
   seeds no longer run), refuses to overwrite a file pagesim did not write, and
-  refuses to mix a ``--quick`` run with a full one in one folder.
+  refuses to mix a ``--quick`` run with a full one in one folder. A folder written
+  by a pagesim from before manifests (``results.csv``, ``experiment.json`` and
+  ``runs/`` but no manifest) is taken as pagesim's: its files of the planned names
+  are overwritten, and it gets a manifest.
 """
 
 from __future__ import annotations
@@ -101,6 +104,9 @@ class Manifest:
         self.path = out_dir / MANIFEST_NAME
         self.variant: str | None = None
         self.files: set[str] = set()
+        self.is_legacy = not self.path.exists() and all(
+            (out_dir / name).exists() for name in ("results.csv", "experiment.json", "runs")
+        )
         if self.path.is_file():
             try:
                 doc = json.loads(self.path.read_text())
@@ -119,6 +125,8 @@ class Manifest:
                 f"--out {self.out_dir}: holds the outputs of a {self.variant} run; a {variant} "
                 f"run would overwrite or mix with them; choose another --out"
             )
+        if self.is_legacy:
+            return
         for name in planned:
             if name not in self.files and (self.out_dir / name).exists():
                 raise ConfigError(
