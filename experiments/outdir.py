@@ -134,6 +134,15 @@ class Manifest:
                     "move it or choose another --out"
                 )
 
+    def claim(self, variant: str, planned: list[str]) -> None:
+        """Record ``planned`` as pagesim's before writing them, so that a run interrupted
+        while writing its outputs leaves files its rerun knows as its own."""
+        from pagesim.experiments.outputs import atomic_write_text
+
+        self.variant, self.files = variant, self.files | set(planned)
+        doc = {"variant": variant, "files": sorted(self.files)}
+        atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")
+
     def replace(self, variant: str, written: list[str]) -> list[str]:
         """Record ``written``; remove the files of the previous run that are not in it.
         Returns the removed names."""

@@ -291,6 +291,7 @@ def _write_outputs(
     errors, warnings = _accounting_problems(runs, run_values)
     if errors:
         raise PagesimError(_one_line(errors))
+    manifest.claim(variant, _planned_outputs(spec, runs))
     point_rows, point_to_seed_values, wall_rows = [], [], []
     for i, run in enumerate(runs):
         if i == 0 or run.point is not runs[i - 1].point:

@@ -533,3 +533,23 @@ def test_folder_from_before_manifests_is_adopted(tiny_doc, write_doc, tmp_path):
     (out / ".pagesim-outputs.json").unlink()
     run_experiment(load_experiment(path), out, simulate=fake_simulate, jobs=1, progress=False)
     assert (out / ".pagesim-outputs.json").is_file()
+
+
+def test_run_interrupted_while_writing_outputs_reruns(tiny_doc, write_doc, tmp_path, monkeypatch):
+    import pagesim.experiments.summary as summary_module
+
+    path = write_doc(tiny_doc)
+    out = tmp_path / "out"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(summary_module, "write_summary", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(load_experiment(path), out, simulate=fake_simulate, jobs=1,
+                           progress=False)  # fmt: skip
+    (out / "experiment.json").unlink()  # as if interrupted before it was written
+    again = run_experiment(load_experiment(path), out, simulate=fake_simulate, jobs=1,
+                           progress=False)  # fmt: skip
+    assert again.num_computed == 0 and (out / "summary.md").is_file()
