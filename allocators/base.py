@@ -16,26 +16,36 @@ Life of a group (the verbs, in the order a scheduler uses them)::
     fork(parent, child)                             child shares every block of parent
     can_append_slots(group_id) -> bool              room for one more token per running seq
     append_slot(seq_id)                             one slot; may open a block or copy-on-write
+    can_append_all() / append_slot_all()            the same for every sequence at once (bulk)
     can_swap_out / swap_out / can_swap_in / swap_in (paged: whole groups, all or nothing)
     free(seq_id)                                    release a sequence's slots
     drain_transfers() -> Transfers                  copies and swaps since the last drain
-    usage(target_len_by_seq, is_blocked) -> MemoryUsage
+    decode_totals() -> DecodeTotals                 sequences, slots and blocks they hold
+    usage(is_blocked) -> MemoryUsage                 (usage_slots: the same as a tuple)
     check_invariants()
+
+The bulk verbs are the fast path of a step in which every sequence the allocator holds
+appends one slot (a vLLM decode step, an Orca iteration): ``can_append_all`` is a
+sufficient condition for the per-group checks to pass in any order (when it is False
+the scheduler visits the groups one by one), and ``append_slot_all`` has the effect of
+``append_slot`` on every sequence. Allocators keep running totals so that both, and
+``usage``, cost O(1) per step for sequences that share nothing.
 
 What allocators may know
     Token counts and prompt content segments. The true output length is passed only
     to allocators whose ``needs_true_output_len`` is True (the Pow2 and Oracle
     contiguous variants, which model an oracle), explicitly, at ``allocate``.
-    ``usage`` receives each sequence's final length because the accounting is in
-    hindsight; it must not influence any allocation decision.
+    ``AllocRequest.target_len`` is each sequence's final length, for the hindsight
+    accounting of ``usage`` only (forks inherit it); it must not influence any
+    allocation decision.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class AllocStatus(enum.Enum):
@@ -55,7 +65,9 @@ class AllocRequest:
     ``segments`` describe the prompt's content (see ``workloads.trace``); only the
     first ``prompt_len`` tokens have content identity (generated tokens are unique).
     ``max_num_seqs`` is how many sequences the group may fork into (n, or the beam
-    width), for allocators that reserve per sequence up front.
+    width), for allocators that reserve per sequence up front. ``target_len`` is the
+    final length of each of its sequences (hindsight accounting only; 0 = what it holds
+    now).
     """
 
     group_id: int
@@ -64,6 +76,7 @@ class AllocRequest:
     num_tokens: int
     segments: tuple[tuple[int, int], ...]
     max_num_seqs: int = 1
+    target_len: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,21 @@ class Transfers:
     num_copied_blocks: int = 0
     num_swapped_in_blocks: int = 0
     num_swapped_out_blocks: int = 0
+
+
+#: no copies and no swaps (returned by ``drain_transfers`` on most steps)
+NO_TRANSFERS = Transfers()
+
+
+class DecodeTotals(NamedTuple):
+    """What a decode step over every sequence on the GPU reads (after the appends):
+    the number of sequences, the slots they hold (their context lengths) summed, and the
+    blocks their tables hold summed (a block shared by k tables counts k times; for a
+    contiguous allocator, one region per sequence)."""
+
+    num_seqs: int
+    num_slots: int
+    num_blocks: int
 
 
 @dataclass(frozen=True)
@@ -148,7 +176,12 @@ class PrefixCacheCounters:
 
 
 class KVAllocator(ABC):
-    """Base of every allocator. Subclasses document their modelling rules and sources."""
+    """Base of every allocator. Subclasses document their modelling rules and sources.
+
+    A class registered in ``registry.ALLOCATORS`` also has ``from_spec(spec, *,
+    capacity_slots, cpu_capacity_slots, max_model_len)``, which builds it from an
+    ``AllocatorSpec``.
+    """
 
     #: short name used in configs and outputs, e.g. "paged", "max", "pow2", "oracle"
     kind: str = "abstract"
@@ -184,6 +217,21 @@ class KVAllocator(ABC):
     def append_slot(self, seq_id: int) -> None:
         """One more slot for ``seq_id``. Raises AllocatorError if impossible."""
 
+    def can_append_all(self) -> bool:
+        """Sufficient for ``can_append_slots`` of every group while all of them append.
+        False (the default) sends the scheduler down the per-group path."""
+        return False
+
+    def append_slot_all(self) -> None:
+        """``append_slot`` for every sequence held (``can_append_all`` said True)."""
+        from pagesim.errors import AllocatorError
+
+        raise AllocatorError(f"{self.kind} allocator has no bulk append")
+
+    @abstractmethod
+    def decode_totals(self) -> DecodeTotals:
+        """Sequences held, their slots and their blocks (see :class:`DecodeTotals`)."""
+
     @abstractmethod
     def fork(self, parent_seq_id: int, child_seq_id: int) -> None:
         """Make ``child_seq_id`` a sequence of the parent's group sharing its slots."""
@@ -209,6 +257,10 @@ class KVAllocator(ABC):
         raise AllocatorError(f"{self.kind} allocator cannot swap")
 
     @abstractmethod
+    def seq_ids(self, group_id: int) -> tuple[int, ...]:
+        """Live sequences of a group (empty if the group holds nothing)."""
+
+    @abstractmethod
     def num_slots(self, seq_id: int) -> int:
         """Tokens currently held by ``seq_id`` (its context length)."""
 
@@ -216,9 +268,25 @@ class KVAllocator(ABC):
     def drain_transfers(self) -> Transfers:
         """Copies and swaps since the last call; resets the tally."""
 
+    def usage(self, is_blocked: bool) -> MemoryUsage:
+        """The exact breakdown now (``is_blocked``: a request waits for memory)."""
+        return MemoryUsage(self.capacity_slots, *self.usage_slots(is_blocked))
+
     @abstractmethod
-    def usage(self, target_len_by_seq: Mapping[int, int], is_blocked: bool) -> MemoryUsage:
-        """The exact breakdown now. ``target_len_by_seq``: each live sequence's final length."""
+    def usage_slots(self, is_blocked: bool) -> tuple[int, int, int, int, int, int]:
+        """:meth:`usage` as a plain tuple: token, reserved, internal and external
+        fragmentation, unused, and shared-saved slots (the hot path's form)."""
+
+    def append_all_measured(
+        self, is_blocked: bool
+    ) -> tuple[DecodeTotals, tuple[int, int, int, int, int, int]] | None:
+        """A bulk decode step in one call: None (nothing changed) unless
+        ``can_append_all``; else ``append_slot_all``, then ``decode_totals`` and
+        ``usage_slots(is_blocked)``."""
+        if not self.can_append_all():
+            return None
+        self.append_slot_all()
+        return self.decode_totals(), self.usage_slots(is_blocked)
 
     @property
     def prefix_cache(self) -> PrefixCacheCounters:

@@ -143,20 +143,24 @@ class BlockPool:
             )
         free = self._free_ids
         evictable = self._evictor.block_ids()
-        if len(set(free)) != len(free) or set(free) & set(evictable):
+        free_set = set(free)
+        if len(free_set) != len(free) or not free_set.isdisjoint(evictable):
             raise InvariantError(f"{self.name} pool: a block is free twice")
-        zero = {b for b, c in enumerate(self._ref_counts) if c == 0}
-        if zero != set(free) | set(evictable):
+        refs = self._ref_counts
+        # free + evictable blocks are distinct, all have count zero, and are all such blocks
+        if any(map(refs.__getitem__, free)) or any(map(refs.__getitem__, evictable)):
+            raise InvariantError(f"{self.name} pool: a free block is still referenced")
+        if refs.count(0) != len(free) + len(evictable):
             raise InvariantError(
                 f"{self.name} pool: free blocks and zero reference counts disagree"
             )
-        for b in free:
-            if self._key_by_block[b] is not None:
-                raise InvariantError(f"{self.name} block {b} is on the free stack with a key")
+        if list(map(self._key_by_block.__getitem__, free)).count(None) != len(free):
+            bad = next(b for b in free if self._key_by_block[b] is not None)
+            raise InvariantError(f"{self.name} block {bad} is on the free stack with a key")
         for key, b in self._key_to_block.items():
             if self._key_by_block[b] != key:
                 raise InvariantError(f"{self.name} block {b}: key index out of date")
-        if sum(k is not None for k in self._key_by_block) != len(self._key_to_block):
+        if len(self._key_by_block) - self._key_by_block.count(None) != len(self._key_to_block):
             raise InvariantError(f"{self.name} pool: keyed blocks missing from the key index")
         if not self.is_caching and self._key_to_block:
             raise InvariantError(f"{self.name} pool: keys present with caching off")

@@ -36,25 +36,33 @@ Heap padding (granule and power-of-two rounding) and the slots past the last who
 granule count as external fragmentation (the paper's Figure 2 puts Pow2/Oracle's
 waste mostly under "external fragmentation & others"); free granules are external
 fragmentation while a request is blocked, unused otherwise. A spare region not yet
-forked into counts as reserved up to the group's longest target.
+forked into counts as reserved up to the group's target (``AllocRequest.target_len``).
+
+Speed: every live sequence holds ``off + clock`` slots (``clock`` = bulk appends so
+far), and each region's split is fixed when it is placed (``min(target, R)`` slots it
+will fill, ``R - min(target, R)`` never filled, ``A - R`` padding), so ``usage``,
+``can_append_all`` (a heap of the clock at which each region fills up) and
+``append_slot_all`` are O(1). ``can_allocate`` remembers its last LATER answer until
+the heap changes (the answer is a function of the heap's state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
 from dataclasses import dataclass
 
 from pagesim.allocators.base import (
+    NO_TRANSFERS,
     Allocation,
     AllocRequest,
     AllocStatus,
+    DecodeTotals,
     KVAllocator,
-    MemoryUsage,
     Transfers,
 )
 from pagesim.allocators.buddy import BuddyHeap, ceil_log2
 from pagesim.allocators.first_fit import FirstFitHeap
-from pagesim.allocators.validation import check_request, target_of
+from pagesim.allocators.validation import check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 POLICIES = ("max", "pow2", "oracle")
@@ -110,12 +118,38 @@ class ContiguousAllocator(KVAllocator):
         self._max_model_len = max_model_len
         self._heap: BuddyHeap | FirstFitHeap = PLACEMENTS[placement](num_granules)
         self._region_by_seq: dict[int, Region] = {}
-        self._num_tokens_by_seq: dict[int, int] = {}
         self._group_by_seq: dict[int, int] = {}
         self._seq_ids_by_group: dict[int, dict[int, None]] = {}
         self._spares_by_group: dict[int, list[Region]] = {}
+        self._target_by_group: dict[int, int] = {}
         self._freed_seq_ids: set[int] = set()
         self._num_copied_granules = 0
+        # running totals (module docstring): held = off + clock per sequence
+        self._clock = 0
+        self._off_by_seq: dict[int, int] = {}
+        self._sum_off = 0
+        self._will_fill_total = 0
+        self._internal_total = 0
+        self._padding_total = capacity_slots - num_granules * granule_slots
+        self._full_events: list[tuple[int, int, int]] = []  # (clock when full, seq, join id)
+        self._join_id_by_seq: dict[int, int] = {}
+        self._next_join_id = 0
+        self._heap_version = 0
+        self._later: tuple[int, int, int] | None = None  # (heap version, granules, regions)
+
+    @classmethod
+    def from_spec(
+        cls, spec, *, capacity_slots: int, cpu_capacity_slots: int, max_model_len: int
+    ) -> ContiguousAllocator:
+        """From an ``AllocatorSpec``: the policy is its ``kind``; granule_slots, placement
+        (no CPU pool: contiguous reservations never swap)."""
+        return cls(
+            policy=spec.kind,
+            capacity_slots=capacity_slots,
+            max_model_len=max_model_len,
+            granule_slots=spec.granule_slots,
+            placement=spec.placement,
+        )
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -181,9 +215,13 @@ class ContiguousAllocator(KVAllocator):
         if req.num_tokens > reserved:
             return AllocStatus.NEVER
         granules = self._granules_for(reserved)
+        query = (self._heap_version, granules, req.max_num_seqs)
+        if query == self._later:
+            return AllocStatus.LATER
         if self._heap.num_fit_when_empty(granules) < req.max_num_seqs:
             return AllocStatus.NEVER
         if self._heap.num_fit_now(granules) < req.max_num_seqs:
+            self._later = query
             return AllocStatus.LATER
         return AllocStatus.OK
 
@@ -197,23 +235,53 @@ class ContiguousAllocator(KVAllocator):
             raise AllocatorError(f"allocate: group {req.group_id} is already admitted")
         reserved = self.reservation_slots(req, true_output_len)
         granules = self._granules_for(reserved)
+        target = max(req.target_len, req.num_tokens)
         regions = []
         for _ in range(req.max_num_seqs):
             offset = self._heap.alloc(granules)
             if offset is None:  # num_fit_now said they fit: the heap disagrees with itself
                 raise InvariantError(f"{self.kind}: heap refused a region it reported as free")
-            regions.append(Region(offset, self._heap.allocated_size(granules), reserved))
+            region = Region(offset, self._heap.allocated_size(granules), reserved)
+            self._count_region(region, target, +1)
+            regions.append(region)
+        self._heap_version += 1
         self._seq_ids_by_group[req.group_id] = {}
+        self._target_by_group[req.group_id] = target
         self._spares_by_group[req.group_id] = regions[:0:-1]  # pop() hands them out in order
         self._attach(req.group_id, req.seq_id, regions[0], req.num_tokens)
         return Allocation(num_cached_tokens=0)
 
+    def _count_region(self, region: Region, target: int, sign: int) -> None:
+        """Add (remove) a held region's fixed split to (from) the running totals."""
+        will_fill = min(target, region.reserved_slots)
+        self._will_fill_total += sign * will_fill
+        self._internal_total += sign * (region.reserved_slots - will_fill)
+        self._padding_total += sign * (
+            region.num_granules * self._granule_slots - region.reserved_slots
+        )
+
     def _attach(self, group_id: int, seq_id: int, region: Region, num_tokens: int) -> None:
         self._region_by_seq[seq_id] = region
-        self._num_tokens_by_seq[seq_id] = num_tokens
         self._group_by_seq[seq_id] = group_id
         self._seq_ids_by_group[group_id][seq_id] = None
         self._freed_seq_ids.discard(seq_id)
+        self._join(seq_id, num_tokens)
+
+    def _join(self, seq_id: int, held: int) -> None:
+        off = held - self._clock
+        self._off_by_seq[seq_id] = off
+        self._sum_off += off
+        join_id = self._next_join_id
+        self._next_join_id += 1
+        self._join_id_by_seq[seq_id] = join_id
+        reserved = self._region_by_seq[seq_id].reserved_slots
+        heapq.heappush(self._full_events, (reserved - off, seq_id, join_id))
+
+    def _leave(self, seq_id: int) -> int:
+        off = self._off_by_seq.pop(seq_id)
+        self._sum_off -= off
+        del self._join_id_by_seq[seq_id]
+        return off + self._clock
 
     def _live(self, seq_id: int, verb: str) -> Region:
         region = self._region_by_seq.get(seq_id)
@@ -226,18 +294,30 @@ class ContiguousAllocator(KVAllocator):
     def can_append_slots(self, group_id: int) -> bool:
         """Every live sequence of the group has room left in its reservation."""
         return all(
-            self._num_tokens_by_seq[s] < self._region_by_seq[s].reserved_slots
+            self._off_by_seq[s] + self._clock < self._region_by_seq[s].reserved_slots
             for s in self._seq_ids_by_group.get(group_id, ())
         )
 
+    def can_append_all(self) -> bool:
+        """Every live sequence has room left in its reservation (O(1) amortised)."""
+        events = self._full_events
+        while events and self._join_id_by_seq.get(events[0][1]) != events[0][2]:
+            heapq.heappop(events)
+        return not events or events[0][0] > self._clock
+
+    def append_slot_all(self) -> None:
+        self._clock += 1
+
     def append_slot(self, seq_id: int) -> None:
         region = self._live(seq_id, "append_slot")
-        if self._num_tokens_by_seq[seq_id] >= region.reserved_slots:
+        held = self._off_by_seq[seq_id] + self._clock
+        if held >= region.reserved_slots:
             raise AllocatorError(
                 f"append_slot: sequence {seq_id} is full: {region.reserved_slots} slots reserved "
                 f"by policy {self.kind!r}"
             )
-        self._num_tokens_by_seq[seq_id] += 1
+        self._leave(seq_id)
+        self._join(seq_id, held + 1)
 
     def fork(self, parent_seq_id: int, child_seq_id: int) -> None:
         """The child takes the group's next spare region and a copy of the parent's context."""
@@ -251,7 +331,7 @@ class ContiguousAllocator(KVAllocator):
                 f"fork: group {group_id} has no spare region left (it reserved one per sequence "
                 "at admission: raise AllocRequest.max_num_seqs)"
             )
-        num_tokens = self._num_tokens_by_seq[parent_seq_id]
+        num_tokens = self._off_by_seq[parent_seq_id] + self._clock
         self._attach(group_id, child_seq_id, spares.pop(), num_tokens)
         self._num_copied_granules += self._granules_for(num_tokens)
 
@@ -260,57 +340,49 @@ class ContiguousAllocator(KVAllocator):
         region = self._live(seq_id, "free")
         group_id = self._group_by_seq.pop(seq_id)
         del self._region_by_seq[seq_id]
-        del self._num_tokens_by_seq[seq_id]
+        self._leave(seq_id)
         self._freed_seq_ids.add(seq_id)
         members = self._seq_ids_by_group[group_id]
         del members[seq_id]
         spares = self._spares_by_group[group_id]
         spares.append(region)
         if not members:
+            target = self._target_by_group.pop(group_id)
             for spare in reversed(spares):
                 self._heap.free(spare.offset_granules)
+                self._count_region(spare, target, -1)
+            self._heap_version += 1
             del self._seq_ids_by_group[group_id]
             del self._spares_by_group[group_id]
 
     def num_slots(self, seq_id: int) -> int:
         self._live(seq_id, "num_slots")
-        return self._num_tokens_by_seq[seq_id]
+        return self._off_by_seq[seq_id] + self._clock
 
     def drain_transfers(self) -> Transfers:
+        if not self._num_copied_granules:
+            return NO_TRANSFERS
         out = Transfers(num_copied_blocks=self._num_copied_granules)
         self._num_copied_granules = 0
         return out
 
     # -- accounting --------------------------------------------------------------------------
-    def usage(self, target_len_by_seq: Mapping[int, int], is_blocked: bool) -> MemoryUsage:
-        g = self._granule_slots
-        token = reserved = internal = padding = 0
-        for group_id, members in self._seq_ids_by_group.items():
-            group_target = 0
-            for seq_id in members:
-                region = self._region_by_seq[seq_id]
-                n = self._num_tokens_by_seq[seq_id]
-                target = target_of(target_len_by_seq, seq_id, n)
-                group_target = max(group_target, target)
-                will_fill = max(n, min(target, region.reserved_slots))
-                token += n
-                reserved += will_fill - n
-                internal += region.reserved_slots - will_fill
-                padding += region.num_granules * g - region.reserved_slots
-            for region in self._spares_by_group[group_id]:
-                will_fill = min(group_target, region.reserved_slots)
-                reserved += will_fill
-                internal += region.reserved_slots - will_fill
-                padding += region.num_granules * g - region.reserved_slots
-        free_slots = self._heap.num_free_granules * g
-        padding += self._capacity_slots - self._heap.num_granules * g
-        return MemoryUsage(
-            capacity_slots=self._capacity_slots,
-            token_slots=token,
-            reserved_slots=reserved,
-            internal_frag_slots=internal,
-            external_frag_slots=padding + (free_slots if is_blocked else 0),
-            unused_slots=0 if is_blocked else free_slots,
+    def decode_totals(self) -> DecodeTotals:
+        """Sequences, their slots, and one region (block) each."""
+        num_seqs = len(self._off_by_seq)
+        return DecodeTotals(num_seqs, self._sum_off + num_seqs * self._clock, num_seqs)
+
+    def usage_slots(self, is_blocked: bool) -> tuple[int, int, int, int, int, int]:
+        """Token states, reservation and internal fragmentation from the running totals."""
+        token = self._sum_off + len(self._off_by_seq) * self._clock
+        free_slots = self._heap.num_free_granules * self._granule_slots
+        return (
+            token,
+            self._will_fill_total - token,
+            self._internal_total,
+            self._padding_total + free_slots if is_blocked else self._padding_total,
+            0 if is_blocked else free_slots,
+            0,
         )
 
     def check_invariants(self) -> None:
@@ -322,6 +394,30 @@ class ContiguousAllocator(KVAllocator):
             raise InvariantError(
                 f"{self.kind}: regions held {sorted(held)} != heap blocks {sorted(allocated)}"
             )
+        g = self._granule_slots
+        will_fill = internal = 0
+        padding = self._capacity_slots - self._heap.num_granules * g
+        for group_id, members in self._seq_ids_by_group.items():
+            target = self._target_by_group[group_id]
+            regions = [self._region_by_seq[s] for s in members] + self._spares_by_group[group_id]
+            for region in regions:
+                will_fill += min(target, region.reserved_slots)
+                internal += region.reserved_slots - min(target, region.reserved_slots)
+                padding += region.num_granules * g - region.reserved_slots
+            for seq_id in members:
+                n = self._off_by_seq[seq_id] + self._clock
+                if not 0 <= n <= min(target, self._region_by_seq[seq_id].reserved_slots):
+                    raise InvariantError(
+                        f"{self.kind}: seq {seq_id} holds {n} slots, target {target}, "
+                        f"reservation {self._region_by_seq[seq_id].reserved_slots}"
+                    )
+        got = (self._will_fill_total, self._internal_total, self._padding_total)
+        if got != (will_fill, internal, padding):
+            raise InvariantError(
+                f"{self.kind}: running totals {got} != recomputed {(will_fill, internal, padding)}"
+            )
+        if self._sum_off != sum(self._off_by_seq.values()):
+            raise InvariantError(f"{self.kind}: sum of offsets out of date")
         for seq_id, region in self._region_by_seq.items():
             if allocated[region.offset_granules] != region.num_granules:
                 raise InvariantError(f"{self.kind}: region of seq {seq_id} has the wrong size")
@@ -329,8 +425,6 @@ class ContiguousAllocator(KVAllocator):
                 raise InvariantError(
                     f"{self.kind}: region of seq {seq_id} smaller than its reservation"
                 )
-            if not 0 <= self._num_tokens_by_seq[seq_id] <= region.reserved_slots:
-                raise InvariantError(f"{self.kind}: seq {seq_id} outgrew its reservation")
             if seq_id not in self._seq_ids_by_group[self._group_by_seq[seq_id]]:
                 raise InvariantError(f"{self.kind}: seq {seq_id} missing from its group")
         if sum(len(m) for m in self._seq_ids_by_group.values()) != len(self._region_by_seq):

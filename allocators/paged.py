@@ -44,28 +44,49 @@ Modelling rules (vLLM v0 ``block_manager_v1.py``; PagedAttention paper §4):
 - Recompute is the scheduler's choice: free every sequence and allocate again.
 
 Accounting: only a sequence's last block can be partly filled, and a partly filled
-block is shared only by forks that all hold the same tokens in it, so ``usage`` is
-O(sequences on the GPU). Slots past ``num_blocks * B`` (a pool that is not a multiple
-of the block size) count as external fragmentation (rounding to blocks).
+block is shared only by forks that all hold the same tokens in it. Slots past
+``num_blocks * B`` (a pool that is not a multiple of the block size) count as external
+fragmentation (rounding to blocks). Each sequence carries its final length (its
+*target*, ``AllocRequest.target_len``, inherited by forks) for the hindsight split of
+its last block into reservation and internal fragmentation; no allocation decision
+reads it.
+
+Speed: lockstep sequences. A sequence whose last block nobody else holds partly
+filled (every sequence, except forks between their fork and their next append, and
+groups just swapped in) is kept as counts, not as a token counter of its own::
+
+    held slots = off + clock            clock: bulk appends so far (append_slot_all)
+
+and the allocator keeps running totals over these sequences: their number, the sum
+of ``off``, the blocks their tables hold, their internal fragmentation, and the
+sequences by ``off mod B`` (those whose held slots are a multiple of B open a block at
+the next append: ``off = -clock (mod B)``); a heap says at which clock each one opens
+its final block (from then on its internal fragmentation counts). So ``usage``,
+``can_append_all`` and ``decode_totals`` are O(1) plus O(exact sequences), and
+``append_slot_all`` is O(blocks opened). Block tables stay exact for every sequence
+(ids are taken from the pool as blocks open), so prefix caching, forks and swaps see
+the same blocks either way; the other sequences (the *exact* ones) are appended and
+accounted one by one, and join the lockstep set at their next append.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
 
 from pagesim.allocators.base import (
+    NO_TRANSFERS,
     Allocation,
     AllocRequest,
     AllocStatus,
+    DecodeTotals,
     KVAllocator,
-    MemoryUsage,
     PrefixCacheCounters,
     Transfers,
 )
 from pagesim.allocators.block_pool import BlockPool
 from pagesim.allocators.paged_checks import check_paged_invariants
 from pagesim.allocators.prefix_cache import prompt_block_keys
-from pagesim.allocators.validation import check_request, target_of
+from pagesim.allocators.validation import check_request
 from pagesim.errors import AllocatorError, ConfigError
 
 
@@ -104,13 +125,45 @@ class PagedAllocator(KVAllocator):
         self._table_by_seq: dict[int, list[int]] = {}
         self._cpu_table_by_seq: dict[int, list[int]] = {}
         self._key_by_cpu_block: dict[int, tuple[int, int]] = {}
-        self._num_tokens_by_seq: dict[int, int] = {}
+        self._target_by_seq: dict[int, int] = {}
         self._group_by_seq: dict[int, int] = {}
         self._seq_ids_by_group: dict[int, dict[int, None]] = {}
         self._swapped_group_ids: set[int] = set()
         self._freed_seq_ids: set[int] = set()
         self._num_copied = self._num_swapped_in = self._num_swapped_out = 0
         self._counters = PrefixCacheCounters()
+        #: tokens held by the sequences outside the lockstep set (exact ones, swapped ones)
+        self._num_tokens_by_seq: dict[int, int] = {}
+        #: GPU sequences outside the lockstep set (module docstring)
+        self._exact_seq_ids: dict[int, None] = {}
+        #: GPU groups by number of sequences (vLLM's can_append_slots needs one block each)
+        self._num_groups_by_size: dict[int, int] = {}
+        #: sum of the GPU tables' lengths (a block shared by k tables counts k times)
+        self._num_table_blocks = 0
+        # the lockstep set (module docstring)
+        self._clock = 0
+        self._off_by_seq: dict[int, int] = {}
+        self._seq_ids_by_residue: list[dict[int, None]] = [{} for _ in range(block_size)]
+        self._sum_off = 0
+        self._lockstep_blocks = 0
+        self._lockstep_internal = 0
+        self._final_block_events: list[tuple[int, int, int]] = []  # (clock, seq_id, join id)
+        self._join_id_by_seq: dict[int, int] = {}
+        self._next_join_id = 0
+
+    @classmethod
+    def from_spec(
+        cls, spec, *, capacity_slots: int, cpu_capacity_slots: int, max_model_len: int
+    ) -> PagedAllocator:
+        """From an ``AllocatorSpec``: block_size, watermark, prefix_caching (the CPU pool's
+        size comes from ``swap_space_gib`` through ``cpu_capacity_slots``)."""
+        return cls(
+            capacity_slots=capacity_slots,
+            block_size=spec.block_size,
+            watermark=spec.watermark,
+            is_prefix_caching=spec.prefix_caching,
+            cpu_capacity_slots=cpu_capacity_slots,
+        )
 
     # -- read-only views -----------------------------------------------------------------
     @property
@@ -163,9 +216,14 @@ class PagedAllocator(KVAllocator):
     def is_swapped(self, group_id: int) -> bool:
         return group_id in self._swapped_group_ids
 
+    def is_lockstep(self, seq_id: int) -> bool:
+        """Whether a sequence is kept as counts (module docstring)."""
+        return seq_id in self._off_by_seq
+
     def num_slots(self, seq_id: int) -> int:
         self._known(seq_id, "num_slots")
-        return self._num_tokens_by_seq[seq_id]
+        off = self._off_by_seq.get(seq_id)
+        return self._num_tokens_by_seq[seq_id] if off is None else off + self._clock
 
     def _known(self, seq_id: int, verb: str) -> int:
         group_id = self._group_by_seq.get(seq_id)
@@ -179,6 +237,51 @@ class PagedAllocator(KVAllocator):
         if group_id in self._swapped_group_ids:
             raise AllocatorError(f"{verb}: sequence {seq_id} of group {group_id} is swapped out")
         return self._table_by_seq[seq_id]
+
+    # -- the lockstep set ----------------------------------------------------------------
+    def _join(self, seq_id: int, held: int) -> None:
+        """A GPU sequence holding ``held`` slots, its last block its own, joins the lockstep set."""
+        bs = self._block_size
+        off = held - self._clock
+        self._off_by_seq[seq_id] = off
+        self._seq_ids_by_residue[off % bs][seq_id] = None
+        self._sum_off += off
+        self._lockstep_blocks += len(self._table_by_seq[seq_id])
+        target = self._target_by_seq[seq_id]
+        rest = target % bs
+        if rest:
+            if held > target - rest:
+                self._lockstep_internal += bs - rest
+            else:
+                join_id = self._next_join_id
+                self._next_join_id += 1
+                self._join_id_by_seq[seq_id] = join_id
+                heapq.heappush(self._final_block_events, (target - rest + 1 - off, seq_id, join_id))
+
+    def _leave(self, seq_id: int) -> int:
+        """A sequence leaves the lockstep set; returns the slots it holds."""
+        bs = self._block_size
+        off = self._off_by_seq.pop(seq_id)
+        held = off + self._clock
+        del self._seq_ids_by_residue[off % bs][seq_id]
+        self._sum_off -= off
+        self._lockstep_blocks -= len(self._table_by_seq[seq_id])
+        target = self._target_by_seq[seq_id]
+        rest = target % bs
+        if rest and held > target - rest:
+            self._lockstep_internal -= bs - rest
+        self._join_id_by_seq.pop(seq_id, None)
+        return held
+
+    def _make_exact(self, seq_id: int) -> None:
+        """A GPU sequence leaves the lockstep set (its last block is about to be shared)."""
+        if seq_id in self._off_by_seq:
+            self._num_tokens_by_seq[seq_id] = self._leave(seq_id)
+            self._exact_seq_ids[seq_id] = None
+
+    def _num_tokens(self, seq_id: int) -> int:
+        off = self._off_by_seq.get(seq_id)
+        return self._num_tokens_by_seq[seq_id] if off is None else off + self._clock
 
     # -- admission ----------------------------------------------------------------------
     def _num_blocks_for(self, num_tokens: int) -> int:
@@ -230,15 +333,28 @@ class PagedAllocator(KVAllocator):
                 queried_tokens=c.queried_tokens + req.prompt_len,
             )
         self._seq_ids_by_group[req.group_id] = {}
-        self._attach(req.group_id, req.seq_id, table, req.num_tokens)
+        self._target_by_seq[req.seq_id] = max(req.target_len, req.num_tokens)
+        self._attach(req.group_id, req.seq_id, table)
+        self._join(req.seq_id, req.num_tokens)
         return Allocation(num_cached_tokens=num_cached_tokens)
 
-    def _attach(self, group_id: int, seq_id: int, table: list[int], num_tokens: int) -> None:
+    def _attach(self, group_id: int, seq_id: int, table: list[int]) -> None:
         self._table_by_seq[seq_id] = table
-        self._num_tokens_by_seq[seq_id] = num_tokens
+        self._num_table_blocks += len(table)
         self._group_by_seq[seq_id] = group_id
-        self._seq_ids_by_group[group_id][seq_id] = None
+        members = self._seq_ids_by_group[group_id]
+        if members:
+            self._count_group(len(members), -1)
+        members[seq_id] = None
+        self._count_group(len(members), +1)
         self._freed_seq_ids.discard(seq_id)
+
+    def _count_group(self, size: int, delta: int) -> None:
+        count = self._num_groups_by_size.get(size, 0) + delta
+        if count:
+            self._num_groups_by_size[size] = count
+        else:
+            del self._num_groups_by_size[size]
 
     # -- growth, forks, frees ---------------------------------------------------------------
     def can_append_slots(self, group_id: int) -> bool:
@@ -247,14 +363,61 @@ class PagedAllocator(KVAllocator):
             return False
         return self.gpu.num_free_blocks >= len(self._seq_ids_by_group.get(group_id, ()))
 
+    def can_append_all(self) -> bool:
+        """Whether ``can_append_slots`` holds for every GPU group, visited in any order,
+        while each appends a slot to every sequence: the free blocks minus every block
+        the appends open or copy cover the largest group. Sufficient, not necessary: when
+        False the caller visits the groups one by one."""
+        if not self._num_groups_by_size:
+            return True
+        bs = self._block_size
+        need = len(self._seq_ids_by_residue[-self._clock % bs])
+        if self._exact_seq_ids:
+            shared: set[int] = set()
+            for seq_id in self._exact_seq_ids:
+                if self._num_tokens_by_seq[seq_id] % bs == 0:
+                    need += 1
+                else:
+                    shared.add(self._table_by_seq[seq_id][-1])
+            need += sum(self.gpu.ref_count(b) - 1 for b in shared)
+        return self.gpu.num_free_blocks - need >= max(self._num_groups_by_size)
+
+    def append_slot_all(self) -> None:
+        """One more slot for every GPU sequence (``can_append_all`` said True):
+        O(blocks opened) for the lockstep set, then the exact sequences one by one."""
+        bs = self._block_size
+        openers = self._seq_ids_by_residue[-self._clock % bs]
+        if openers:
+            take = self.gpu.take
+            tables = self._table_by_seq
+            for seq_id in openers:
+                tables[seq_id].append(take())
+            self._lockstep_blocks += len(openers)
+            self._num_table_blocks += len(openers)
+        self._clock += 1
+        events = self._final_block_events
+        while events and events[0][0] <= self._clock:
+            _, seq_id, join_id = heapq.heappop(events)
+            if self._join_id_by_seq.get(seq_id) == join_id:
+                del self._join_id_by_seq[seq_id]
+                self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
+        if self._exact_seq_ids:
+            for seq_id in list(self._exact_seq_ids):
+                self.append_slot(seq_id)
+
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
         table = self._on_gpu(seq_id, "append_slot")
-        num_tokens = self._num_tokens_by_seq[seq_id]
+        if seq_id in self._off_by_seq:
+            num_tokens = self._leave(seq_id)
+        else:
+            num_tokens = self._num_tokens_by_seq.pop(seq_id)
+            del self._exact_seq_ids[seq_id]
         if num_tokens % self._block_size == 0:
             if self.gpu.num_free_blocks == 0:
                 raise AllocatorError(f"append_slot: no free block for sequence {seq_id}")
             table.append(self.gpu.take())
+            self._num_table_blocks += 1
         else:
             last = table[-1]
             if self.gpu.ref_count(last) > 1:
@@ -265,7 +428,7 @@ class PagedAllocator(KVAllocator):
                 table[-1] = self.gpu.take()
                 self.gpu.decref_all((last,))
                 self._num_copied += 1
-        self._num_tokens_by_seq[seq_id] = num_tokens + 1
+        self._join(seq_id, num_tokens + 1)
 
     def fork(self, parent_seq_id: int, child_seq_id: int) -> None:
         """The child shares every block of the parent (reference counts + 1)."""
@@ -275,20 +438,39 @@ class PagedAllocator(KVAllocator):
         for block_id in table:
             self.gpu.incref(block_id)
         group_id = self._group_by_seq[parent_seq_id]
-        self._attach(group_id, child_seq_id, list(table), self._num_tokens_by_seq[parent_seq_id])
+        num_tokens = self._num_tokens(parent_seq_id)
+        self._target_by_seq[child_seq_id] = self._target_by_seq[parent_seq_id]
+        self._attach(group_id, child_seq_id, list(table))
+        if num_tokens % self._block_size:  # the partly filled last block is now shared
+            self._make_exact(parent_seq_id)
+            self._num_tokens_by_seq[child_seq_id] = num_tokens
+            self._exact_seq_ids[child_seq_id] = None
+        else:
+            self._join(child_seq_id, num_tokens)
 
     def free(self, seq_id: int) -> None:
         """Release a sequence's blocks, tail first (GPU, or CPU while swapped)."""
         group_id = self._known(seq_id, "free")
+        members = self._seq_ids_by_group[group_id]
         if group_id in self._swapped_group_ids:
             cpu_table = self._cpu_table_by_seq.pop(seq_id)
             self._release_cpu(cpu_table)
+            del self._num_tokens_by_seq[seq_id]
         else:
-            self.gpu.decref_all(reversed(self._table_by_seq.pop(seq_id)))
-        del self._num_tokens_by_seq[seq_id]
+            if seq_id in self._off_by_seq:
+                self._leave(seq_id)
+            else:
+                del self._num_tokens_by_seq[seq_id]
+                del self._exact_seq_ids[seq_id]
+            table = self._table_by_seq.pop(seq_id)
+            self._num_table_blocks -= len(table)
+            self.gpu.decref_all(reversed(table))
+            self._count_group(len(members), -1)
+            if len(members) > 1:
+                self._count_group(len(members) - 1, +1)
+        del self._target_by_seq[seq_id]
         del self._group_by_seq[seq_id]
         self._freed_seq_ids.add(seq_id)
-        members = self._seq_ids_by_group[group_id]
         del members[seq_id]
         if not members:
             del self._seq_ids_by_group[group_id]
@@ -324,9 +506,16 @@ class PagedAllocator(KVAllocator):
                 f"swap_out: group {group_id} cannot be swapped out "
                 f"(already swapped, or {self.cpu.num_free_blocks} free CPU blocks are too few)"
             )
+        members = self._seq_ids_by_group[group_id]
+        self._count_group(len(members), -1)
         gpu_to_cpu: dict[int, int] = {}
-        for seq_id in self._seq_ids_by_group[group_id]:
+        for seq_id in members:
+            if seq_id in self._off_by_seq:
+                self._num_tokens_by_seq[seq_id] = self._leave(seq_id)
+            else:
+                del self._exact_seq_ids[seq_id]
             table = self._table_by_seq.pop(seq_id)
+            self._num_table_blocks -= len(table)
             cpu_table = []
             for block_id in table:
                 cpu_id = gpu_to_cpu.get(block_id)
@@ -352,14 +541,16 @@ class PagedAllocator(KVAllocator):
         return self._watermark_status(required)
 
     def swap_in(self, group_id: int) -> None:
-        """Move the group back to GPU blocks, keeping its sharing; keyed blocks may hit the cache."""
+        """Move the group back to GPU blocks, keeping its sharing; keyed blocks may hit the cache.
+        Its sequences come back exact (a partly filled block may be shared inside the group)."""
         if self.can_swap_in(group_id) is not AllocStatus.OK:
             raise AllocatorError(
                 f"swap_in: group {group_id} does not fit now ({self.gpu.num_free_blocks} free "
                 f"GPU blocks, watermark {self._watermark_blocks}); ask can_swap_in first"
             )
+        members = self._seq_ids_by_group[group_id]
         cpu_to_gpu: dict[int, int] = {}
-        for seq_id in self._seq_ids_by_group[group_id]:
+        for seq_id in members:
             cpu_table = self._cpu_table_by_seq.pop(seq_id)
             table = []
             for cpu_id in cpu_table:
@@ -375,12 +566,17 @@ class PagedAllocator(KVAllocator):
                     self.gpu.incref(block_id)
                 table.append(block_id)
             self._table_by_seq[seq_id] = table
+            self._num_table_blocks += len(table)
+            self._exact_seq_ids[seq_id] = None
             self._release_cpu(cpu_table)
+        self._count_group(len(members), +1)
         self._swapped_group_ids.discard(group_id)
         self._num_swapped_in += len(cpu_to_gpu)
 
     # -- tallies and accounting ----------------------------------------------------------
     def drain_transfers(self) -> Transfers:
+        if not (self._num_copied or self._num_swapped_in or self._num_swapped_out):
+            return NO_TRANSFERS
         out = Transfers(
             num_copied_blocks=self._num_copied,
             num_swapped_in_blocks=self._num_swapped_in,
@@ -389,35 +585,49 @@ class PagedAllocator(KVAllocator):
         self._num_copied = self._num_swapped_in = self._num_swapped_out = 0
         return out
 
-    def usage(self, target_len_by_seq: Mapping[int, int], is_blocked: bool) -> MemoryUsage:
-        """Exact breakdown of the GPU pool; O(sequences on the GPU)."""
+    def decode_totals(self) -> DecodeTotals:
+        """The GPU sequences: how many, the slots they hold, the blocks their tables hold."""
+        num_seqs = len(self._off_by_seq)
+        held = self._sum_off + num_seqs * self._clock
+        for seq_id in self._exact_seq_ids:
+            held += self._num_tokens_by_seq[seq_id]
+        return DecodeTotals(num_seqs + len(self._exact_seq_ids), held, self._num_table_blocks)
+
+    def usage_slots(self, is_blocked: bool) -> tuple[int, int, int, int, int, int]:
+        """Exact breakdown of the GPU pool: O(1) plus O(exact sequences)."""
         bs = self._block_size
-        partial_fill: dict[int, int] = {}
-        partial_will_fill: dict[int, int] = {}
-        for seq_id, table in self._table_by_seq.items():
-            n = self._num_tokens_by_seq[seq_id]
-            target = target_of(target_len_by_seq, seq_id, n)
-            fill = n - (len(table) - 1) * bs
-            if fill == bs:
-                continue
-            last = table[-1]
-            partial_fill[last] = fill
-            will_fill = min(bs, target - (len(table) - 1) * bs)
-            partial_will_fill[last] = max(partial_will_fill.get(last, 0), will_fill)
-        num_used = self.gpu.num_blocks - self.gpu.num_free_blocks
-        holes = sum(bs - f for f in partial_fill.values())
-        reserved = sum(partial_will_fill[b] - f for b, f in partial_fill.items())
-        free_slots = self.gpu.num_free_blocks * bs
-        return MemoryUsage(
-            capacity_slots=self._capacity_slots,
-            token_slots=num_used * bs - holes,
-            reserved_slots=reserved,
-            internal_frag_slots=holes - reserved,
-            external_frag_slots=self._capacity_slots
-            - self.gpu.num_blocks * bs
-            + (free_slots if is_blocked else 0),
-            unused_slots=0 if is_blocked else free_slots,
-            shared_saved_slots=(sum(map(len, self._table_by_seq.values())) - num_used) * bs,
+        held = self._sum_off + len(self._off_by_seq) * self._clock
+        holes = self._lockstep_blocks * bs - held
+        internal = self._lockstep_internal
+        reserved = holes - internal
+        if self._exact_seq_ids:
+            fill_by_block: dict[int, int] = {}
+            will_fill_by_block: dict[int, int] = {}
+            for seq_id in self._exact_seq_ids:
+                table = self._table_by_seq[seq_id]
+                fill = self._num_tokens_by_seq[seq_id] - (len(table) - 1) * bs
+                if fill == bs:
+                    continue
+                last = table[-1]
+                fill_by_block[last] = fill
+                will_fill = min(bs, self._target_by_seq[seq_id] - (len(table) - 1) * bs)
+                will_fill_by_block[last] = max(will_fill_by_block.get(last, 0), will_fill)
+            for block_id, fill in fill_by_block.items():
+                will_fill = will_fill_by_block[block_id]
+                holes += bs - fill
+                reserved += will_fill - fill
+                internal += bs - will_fill
+        num_free = self.gpu.num_free_blocks
+        num_used = self.gpu.num_blocks - num_free
+        free_slots = num_free * bs
+        outside = self._capacity_slots - self.gpu.num_blocks * bs
+        return (
+            num_used * bs - holes,
+            reserved,
+            internal,
+            outside + free_slots if is_blocked else outside,
+            0 if is_blocked else free_slots,
+            (self._num_table_blocks - num_used) * bs,
         )
 
     def check_invariants(self) -> None:

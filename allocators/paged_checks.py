@@ -6,7 +6,11 @@
 - a group is wholly on the GPU or wholly swapped out; group membership matches;
 - a partly filled block is held only by sequences that hold the same tokens in it
   (what makes ``usage`` exact without scanning blocks);
-- content keys carried by CPU blocks belong to held CPU blocks.
+- content keys carried by CPU blocks belong to held CPU blocks;
+- the lockstep set (see ``paged``): its sequences are on the GPU and own their partly
+  filled last block; every running total (sum of offsets, blocks, internal
+  fragmentation, residues, table blocks, groups by size) equals its recomputation;
+  no sequence holds more than its target.
 """
 
 from __future__ import annotations
@@ -40,7 +44,16 @@ def check_paged_invariants(alloc: PagedAllocator) -> None:
                     f"paged: seq {seq_id} of group {group_id} is on the wrong device"
                 )
             table = alloc._cpu_table_by_seq[seq_id] if on_cpu else alloc._table_by_seq[seq_id]
-            n = alloc._num_tokens_by_seq[seq_id]
+            is_lockstep = seq_id in alloc._off_by_seq
+            if is_lockstep == (seq_id in alloc._num_tokens_by_seq) or (
+                on_gpu and is_lockstep == (seq_id in alloc._exact_seq_ids)
+            ):
+                raise InvariantError(f"paged: seq {seq_id} is in the wrong bookkeeping set")
+            n = alloc.num_slots(seq_id)
+            if not 0 < n <= alloc._target_by_seq[seq_id]:
+                raise InvariantError(
+                    f"paged: seq {seq_id} holds {n} slots, target {alloc._target_by_seq[seq_id]}"
+                )
             if len(table) != -(-n // bs) or len(set(table)) != len(table):
                 raise InvariantError(f"paged: seq {seq_id} has table {table} for {n} tokens")
             refs = cpu_refs if on_cpu else gpu_refs
@@ -49,7 +62,7 @@ def check_paged_invariants(alloc: PagedAllocator) -> None:
             fill = n - (len(table) - 1) * bs
             if on_gpu and fill < bs and fill_by_partial.setdefault(table[-1], fill) != fill:
                 raise InvariantError(f"paged: partly filled block {table[-1]} shared unevenly")
-    if num_members != len(alloc._group_by_seq) or num_members != len(alloc._num_tokens_by_seq):
+    if num_members != len(alloc._group_by_seq) or num_members != len(alloc._target_by_seq):
         raise InvariantError("paged: sequence bookkeeping out of date")
     if len(alloc._table_by_seq) + len(alloc._cpu_table_by_seq) != num_members:
         raise InvariantError("paged: a freed sequence still holds a table")
@@ -63,3 +76,40 @@ def check_paged_invariants(alloc: PagedAllocator) -> None:
             raise InvariantError(f"paged: free CPU block {cpu_id} still carries a content key")
     if not alloc._swapped_group_ids <= set(alloc._seq_ids_by_group):
         raise InvariantError("paged: a swapped group has no sequences")
+    _check_lockstep(alloc, gpu_refs)
+
+
+def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
+    """The lockstep set's running totals against their recomputation."""
+    bs = alloc.block_size
+    sum_off = blocks = internal = 0
+    residues: list[set[int]] = [set() for _ in range(bs)]
+    for seq_id, off in alloc._off_by_seq.items():
+        table = alloc._table_by_seq.get(seq_id)
+        if table is None:
+            raise InvariantError(f"paged: lockstep seq {seq_id} is not on the GPU")
+        held = off + alloc._clock
+        if held % bs and gpu_refs[table[-1]] != 1:
+            raise InvariantError(f"paged: lockstep seq {seq_id} shares its partly filled block")
+        sum_off += off
+        blocks += len(table)
+        residues[off % bs].add(seq_id)
+        target = alloc._target_by_seq[seq_id]
+        if target % bs and held > target - target % bs:
+            internal += bs - target % bs
+    got = (alloc._sum_off, alloc._lockstep_blocks, alloc._lockstep_internal)
+    if got != (sum_off, blocks, internal):
+        raise InvariantError(
+            f"paged: lockstep totals (sum of offsets, blocks, internal) {got} "
+            f"!= {(sum_off, blocks, internal)}"
+        )
+    if [set(r) for r in alloc._seq_ids_by_residue] != residues:
+        raise InvariantError("paged: lockstep residue classes out of date")
+    if alloc._num_table_blocks != sum(map(len, alloc._table_by_seq.values())):
+        raise InvariantError("paged: table block total out of date")
+    sizes: dict[int, int] = {}
+    for group_id, members in alloc._seq_ids_by_group.items():
+        if group_id not in alloc._swapped_group_ids:
+            sizes[len(members)] = sizes.get(len(members), 0) + 1
+    if sizes != alloc._num_groups_by_size:
+        raise InvariantError(f"paged: groups by size {alloc._num_groups_by_size} != {sizes}")

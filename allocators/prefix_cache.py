@@ -69,31 +69,25 @@ def prompt_block_keys(
     return keys
 
 
-class LRUEvictor:
-    """Free cached blocks in eviction order (oldest release first); O(1) add, remove, evict."""
+class LRUEvictor(OrderedDict):
+    """Free cached blocks in eviction order (oldest release first); O(1) add, remove, evict.
 
-    def __init__(self) -> None:
-        self._block_ids: OrderedDict[int, None] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._block_ids)
-
-    def __contains__(self, block_id: int) -> bool:
-        return block_id in self._block_ids
+    An ordered dict of block ids (so ``len`` and ``in`` cost what a dict's do: the pool
+    counts free blocks on every step)."""
 
     def add(self, block_id: int) -> None:
         """Make a block evictable; it is evicted after every block already here."""
-        self._block_ids[block_id] = None
+        self[block_id] = None
 
     def remove(self, block_id: int) -> None:
         """Take a block back out (a cache hit revived it)."""
-        del self._block_ids[block_id]
+        del self[block_id]
 
     def evict(self) -> int:
         """The least recently released block, removed from the evictor."""
-        block_id, _ = self._block_ids.popitem(last=False)
+        block_id, _ = self.popitem(last=False)
         return block_id
 
     def block_ids(self) -> list[int]:
         """Evictable blocks in eviction order."""
-        return list(self._block_ids)
+        return list(self)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated
 
 from pydantic import Field
 
+from pagesim.specbase import Registered
 from pagesim.specbase import StrictSpec as _Spec
 
 
@@ -19,10 +20,14 @@ class AllocatorSpec(_Spec):
     ``granule_slots``-slot granules.
     """
 
-    kind: Literal["paged", "max", "pow2", "oracle"] = "paged"
+    kind: Annotated[str, Registered("pagesim.allocators.registry", "ALLOCATORS", "allocator")] = (
+        "paged"
+    )
     block_size: int = Field(default=16, ge=1)
     watermark: float = Field(default=0.01, ge=0, lt=1)
     prefix_caching: bool = False
     swap_space_gib: float = Field(default=4.0, ge=0)
-    placement: Literal["buddy", "first_fit"] = "buddy"
+    placement: Annotated[
+        str, Registered("pagesim.allocators.contiguous", "PLACEMENTS", "placement")
+    ] = "buddy"
     granule_slots: int = Field(default=16, ge=1)

@@ -1,8 +1,12 @@
-"""The calibration kernels as functions of CuPy arrays (compiled once per :class:`Kernels`).
+"""The calibration kernels as functions of arrays, launched on a GPU or on the CPU.
 
-Each op takes and returns device arrays in the layouts of ``kernels/*.cu`` (see
-``reference.py``, their numpy twins). CuPy is imported lazily by the caller and passed in
-as ``cp``, so this module imports without it.
+Each op takes and returns arrays in the layouts of ``kernels/*.cu`` (see ``reference.py``,
+their numpy twins). The array module and the launcher are passed in: CuPy device arrays and
+:class:`CupyLauncher` (NVRTC RawModules, compiled once) on a GPU; numpy arrays and
+``host_kernels.HostLauncher`` (the unmodified sources compiled by g++ against a host shim)
+on the CPU. Both run the same launch code below (grid, block, dynamic shared memory,
+argument types), so the CPU tests also check what the GPU would be asked to run. CuPy is
+imported lazily by the caller, so this module imports without it.
 
 Decode attention picks the single-pass or the partitioned kernel by vLLM's rule
 (v0.2-v0.4 ``_paged_attention``): partitioned (v2, 512-token partitions) unless the
@@ -15,11 +19,20 @@ query heads of each group.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pagesim.calibrate.sources import ATTENTION_NUM_THREADS, attention_kernel_names, read_source
+from pagesim.calibrate.sources import (
+    ATTENTION_NUM_THREADS,
+    SOURCE_TO_KERNELS,
+    attention_kernel_names,
+    read_source,
+)
+
+#: launch(source_file, kernel_name, grid, block, args, shared_mem_bytes)
+Launcher = Callable[[str, str, tuple[int, ...], tuple[int, ...], Sequence[Any], int], None]
 
 PARTITION_SIZE = 512
 MIN_TILE_TOKENS = 64
@@ -35,15 +48,25 @@ def use_partitioned(max_context: int, num_seqs: int, num_heads: int) -> bool:
     return not (max_context <= 8192 and (num_parts == 1 or num_seqs * num_heads > 512))
 
 
-class Kernels:
-    """The compiled RawModules of ``kernels/``."""
+class CupyLauncher:
+    """Launches through CuPy ``RawModule`` (NVRTC), one module per source, compiled once."""
 
     def __init__(self, cp: Any) -> None:
-        self.cp = cp
-        self.attention = cp.RawModule(
-            code=read_source("paged_attention.cu"), options=("-std=c++17",)
-        )
-        self.kv_cache = cp.RawModule(code=read_source("kv_cache.cu"), options=("-std=c++17",))
+        self.modules = {
+            name: cp.RawModule(code=read_source(name), options=("-std=c++17",))
+            for name in SOURCE_TO_KERNELS
+        }
+
+    def __call__(self, source, kernel, grid, block, args, shared_mem=0) -> None:
+        self.modules[source].get_function(kernel)(grid, block, tuple(args), shared_mem=shared_mem)
+
+
+class Kernels:
+    """The kernels of ``kernels/`` over arrays of ``xp``: CuPy (default launcher) or numpy."""
+
+    def __init__(self, xp: Any, launch: Launcher | None = None) -> None:
+        self.cp = xp
+        self.launch = launch if launch is not None else CupyLauncher(xp)
 
     def paged_attention(
         self, out, q, k_cache, v_cache, block_tables, context_lens, max_context, partitioned=None
@@ -68,11 +91,13 @@ class Kernels:
             np.int32(tile),
         )
         if not partitioned:
-            self.attention.get_function(names["paged_v1"])(
+            self.launch(
+                "paged_attention.cu",
+                names["paged_v1"],
                 (num_heads, n),
                 (ATTENTION_NUM_THREADS,),
                 (out, q, *common, scale),
-                shared_mem=4 * tile,
+                4 * tile,
             )
             return out
         part = max(PARTITION_SIZE // tile, 1) * tile
@@ -80,16 +105,21 @@ class Kernels:
         tmp = cp.empty((n, num_heads, num_parts, head_dim), dtype=cp.float32)
         max_logits = cp.empty((n, num_heads, num_parts), dtype=cp.float32)
         exp_sums = cp.empty((n, num_heads, num_parts), dtype=cp.float32)
-        self.attention.get_function(names["paged_v2"])(
+        self.launch(
+            "paged_attention.cu",
+            names["paged_v2"],
             (num_heads, n, num_parts),
             (ATTENTION_NUM_THREADS,),
             (tmp, max_logits, exp_sums, q, *common, np.int32(part), scale),
-            shared_mem=4 * tile,
+            4 * tile,
         )
-        self.attention.get_function(names["reduce_v2"])(
+        self.launch(
+            "paged_attention.cu",
+            names["reduce_v2"],
             (num_heads, n),
             (ATTENTION_NUM_THREADS,),
             (out, tmp, max_logits, exp_sums, np.int32(num_parts)),
+            0,
         )
         return out
 
@@ -97,7 +127,9 @@ class Kernels:
         """out <- decode attention over k, v [n, max_context, kv_heads, d]."""
         n, num_heads, head_dim = q.shape
         tile = MIN_TILE_TOKENS
-        self.attention.get_function(attention_kernel_names(head_dim)["contiguous"])(
+        self.launch(
+            "paged_attention.cu",
+            attention_kernel_names(head_dim)["contiguous"],
             (num_heads, n),
             (ATTENTION_NUM_THREADS,),
             (
@@ -111,14 +143,16 @@ class Kernels:
                 np.int32(tile),
                 np.float32(1.0 / np.sqrt(head_dim)),
             ),
-            shared_mem=4 * tile,
+            4 * tile,
         )
         return out
 
     def kv_write(self, k_cache, v_cache, key, value, slot_mapping):
         num_tokens, num_kv_heads, head_dim = key.shape
         threads = min(num_kv_heads * head_dim, 512)
-        self.kv_cache.get_function("reshape_and_cache")(
+        self.launch(
+            "kv_cache.cu",
+            "reshape_and_cache",
             (num_tokens,),
             (threads,),
             (
@@ -131,12 +165,18 @@ class Kernels:
                 np.int32(head_dim),
                 np.int32(k_cache.shape[2]),
             ),
+            0,
         )
 
     def block_copy(self, k_cache, v_cache, block_pairs):
         elems = int(np.prod(k_cache.shape[1:]))
-        self.kv_cache.get_function("copy_blocks")(
-            (block_pairs.shape[0], 2), (256,), (k_cache, v_cache, block_pairs, np.int64(elems))
+        self.launch(
+            "kv_cache.cu",
+            "copy_blocks",
+            (block_pairs.shape[0], 2),
+            (256,),
+            (k_cache, v_cache, block_pairs, np.int64(elems)),
+            0,
         )
 
     def prefill_attention(self, q, k, v):

@@ -2,6 +2,7 @@
 
 Columns: ``point``, ``label``, the swept paths (dotted, in swept order),
 ``num_seeds``, then each metric of METRIC_COLUMNS except ``sim_wall_s``, then the
+vLLM-named metrics (``simulator/vllm_metrics.py``, in vLLM's order), then the
 simulator's ``extra`` values (sorted by name). With several seeds each value is the
 mean over seeds and is followed by ``<name>_ci95``, the half-width of a 95%
 Student-t confidence interval of that mean (t quantiles tabulated for up to 30
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pagesim.simulator.result import METRIC_COLUMNS
+from pagesim.simulator.vllm_metrics import is_vllm_column, vllm_column_order
 
 WALL_COLUMN = "sim_wall_s"
 #: Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30.
@@ -52,9 +54,12 @@ def _cell(value: Any) -> Any:
 
 
 def metric_names(extras: list[dict[str, float]]) -> list[str]:
-    """Metric columns of results.csv: METRIC_COLUMNS (less wall time), then extra keys."""
-    extra_names = sorted({name for extra in extras for name in extra} - set(METRIC_COLUMNS))
-    return [m for m in METRIC_COLUMNS if m != WALL_COLUMN] + extra_names
+    """Metric columns of results.csv: METRIC_COLUMNS (less wall time), then the
+    vLLM-named metrics in vLLM's order, then the other extra keys (sorted)."""
+    names = {name for extra in extras for name in extra} - set(METRIC_COLUMNS)
+    vllm_names = sorted((n for n in names if is_vllm_column(n)), key=vllm_column_order)
+    extra_names = sorted(names - set(vllm_names))
+    return [m for m in METRIC_COLUMNS if m != WALL_COLUMN] + vllm_names + extra_names
 
 
 def results_table(

@@ -37,6 +37,7 @@ COLUMN_TO_AXIS_LABEL = {
     "e2e_s_p99": "p99 end-to-end latency (s)",
     "ttft_s_p99": "p99 time to first token (s)",
     "mem_sharing_saved_frac": "KV memory saved by sharing (fraction)",
+    "request_goodput": "goodput (req/s meeting every SLO)",
 }
 
 

@@ -1,6 +1,7 @@
 """Line charts: a metric against a swept value, one line per series, a panel per facet.
 
 latency_vs_rate (the paper's Figure 12: normalized latency vs request rate),
+goodput_vs_rate (vLLM's request_goodput under the experiment's SLOs vs request rate),
 latency_vs_block_size (Figure 18b), swap_vs_recompute (Figure 19: latency per
 preemption mode across block sizes), sharing_savings (Figure 15: memory saved by
 sharing vs n or beam width), watermark (preemptions, latency and token-state
@@ -73,6 +74,29 @@ def latency_vs_rate(ctx: ChartContext, chart: ChartSpec) -> Figure:
         series="label",
         what="normalized latency vs request rate",
     )
+
+
+def goodput_vs_rate(ctx: ChartContext, chart: ChartSpec) -> Figure:
+    """vLLM's ``request_goodput`` (completed requests meeting every SLO, per second) vs
+    request rate, a line per label; the dotted diagonal is the offered rate, which a
+    goodput equal to it would meet in full. Needs ``slo`` in the experiment."""
+    if (chart.y or "request_goodput") not in ctx.results.columns:
+        raise ChartUnavailable(
+            "the results have no 'request_goodput' column: give the experiment SLOs "
+            "(slo: {ttft_ms, tpot_ms, e2el_ms}, any of them)"
+        )
+    fig = line_chart(
+        ctx, chart, x="arrivals.rate_req_s", y="request_goodput", series="label",
+        what="goodput (requests meeting every SLO) vs request rate",
+    )  # fmt: skip
+    if (chart.x or "arrivals.rate_req_s") == "arrivals.rate_req_s":
+        for ax in fig.axes:
+            top = max(ax.get_xlim()[1], ax.get_ylim()[1])
+            ax.plot([0, top], [0, top], ls=":", color="grey", lw=1, label="offered rate")
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize="small")
+    return fig
 
 
 def latency_vs_block_size(ctx: ChartContext, chart: ChartSpec) -> Figure:

@@ -22,6 +22,7 @@ CHART_KINDS = {
     "memory_breakdown": chart_bars.memory_breakdown,
     "memory_over_time": chart_maps.memory_over_time,
     "latency_vs_rate": chart_lines.latency_vs_rate,
+    "goodput_vs_rate": chart_lines.goodput_vs_rate,
     "batch_size": chart_bars.batch_size,
     "sharing_savings": chart_lines.sharing_savings,
     "throughput": chart_bars.throughput,

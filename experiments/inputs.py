@@ -1,8 +1,9 @@
 """The files a run reads, and their content hashes (part of the run's cache key).
 
-A run reads at most these files besides its spec: the workload's trace CSV
-(``workload.path`` of workload ``csv``), the prepared length table of a table
-workload (the user's, else the shipped one; see ``workloads.registry``) and the
+A run reads at most these files besides its spec: ``workload.path`` (the trace CSV
+of workload ``csv``, or the file that replaces a table workload's table), else the
+prepared length table of a table workload (in the data folder, else the shipped
+one; see ``workloads.registry``) and the
 cost-model profile (``hardware.profile``, a path or a shipped name). Editing any of
 them at the same path changes the run's key, so ``pagesim run`` never answers from
 the cache with numbers computed from the old contents.
@@ -29,8 +30,8 @@ def run_input_files(spec: RunSpec) -> dict[str, Path]:
 
     files: dict[str, Path] = {}
     source = WORKLOADS.get(spec.workload.name)
-    if source is not None and source.kind == "csv" and spec.workload.path is not None:
-        files["workload"] = Path(spec.workload.path)
+    if source is not None and source.kind != "synthetic" and spec.workload.path is not None:
+        files["workload"] = Path(spec.workload.path)  # replaces a table workload's table
     elif source is not None and source.kind == "table" and source.table_path is not None:
         files["workload"] = source.table_path
     profile = spec.hardware.profile

@@ -31,11 +31,20 @@ def preflight(spec: RunSpec) -> str | None:
             )
         if source.kind == "csv" and spec.workload.path is None:
             return "workload.path: workload 'csv' needs the path of a timestamped CSV file"
-        if source.kind != "csv" and spec.workload.path is not None:
-            return f"workload.path: only workload 'csv' reads a path, not {spec.workload.name!r}"
+        if source.kind == "synthetic" and spec.workload.path is not None:
+            return (
+                f"workload.path: read by table and csv workloads, not by the synthetic "
+                f"{spec.workload.name!r}"
+            )
     for role, path in run_input_files(spec).items():
         if not path.is_file():
-            if role == "workload" and source is not None and source.kind == "table":
+            if role == "workload" and spec.workload.path is None and source is not None:
+                if source.dataset is not None:
+                    from pagesim import datapaths
+
+                    return "workload.name: " + datapaths.get_dataset(
+                        source.dataset
+                    ).missing_message(datapaths.data_dir())
                 return (
                     f"workload.name: the length table of {spec.workload.name!r} is not prepared; "
                     f"run: pagesim workload prepare {spec.workload.name} --source RAW_FILE"

@@ -17,6 +17,8 @@ of seeds, a ``quick`` variant for a fast look, and the charts wanted::
         - scheduler.kind: [orca, orca, orca, vllm]
           allocator.kind: [max, pow2, oracle, paged]
     seeds: [0, 1, 2]
+    percentiles: [50, 90, 99]  # the p<q>_*_ms columns of the vLLM-named metrics
+    slo: {ttft_ms: 500, tpot_ms: 100}  # adds request_goodput (and the goodput chart)
     quick:
       set: {workload.num_requests: 100}
     charts:
@@ -25,7 +27,9 @@ of seeds, a ``quick`` variant for a fast look, and the charts wanted::
 The values of the first zip group, joined by ``+`` (``orca+max``), are a point's
 ``label`` (without zip groups: all its swept values):
 charts use it for legends and ``paper_targets.yaml`` keys the paper's numbers by
-it. Strictness comes from :class:`~pagesim.specbase.StrictSpec`: unknown keys and
+it. ``percentiles`` and ``slo`` hold for every run: they are copied into each run's
+``metrics`` section (``metrics.percentiles``, ``metrics.slo``), where a run computes
+its summary, so setting them differently in ``base.metrics`` as well is an error. Strictness comes from :class:`~pagesim.specbase.StrictSpec`: unknown keys and
 wrong types are errors; every sweep point is validated as a full RunSpec by
 :mod:`pagesim.experiments.validate` before anything runs.
 """
@@ -34,12 +38,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from pagesim.simulator.spec import SloSpec
 from pagesim.specbase import StrictSpec
 
 #: Point labels join the zipped values with this.
 LABEL_SEPARATOR = "+"
+
+
+def _given(value: Any) -> Any:
+    """A section without its unset (None) keys, to compare a document with its dump."""
+    return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
 
 
 class SweepSpec(StrictSpec):
@@ -128,6 +138,29 @@ class ExperimentSpec(StrictSpec):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     quick: QuickSpec = QuickSpec()
     charts: list[ChartSpec] = Field(default_factory=list)
+    percentiles: list[float] | None = Field(default=None, min_length=1)
+    slo: SloSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metrics_into_base(cls, doc: Any) -> Any:
+        """Copy ``percentiles`` and ``slo`` into ``base.metrics`` (the runs read them there)."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("base", {}), dict):
+            return doc
+        moved = {key: doc[key] for key in ("percentiles", "slo") if doc.get(key) is not None}
+        if not moved:
+            return doc
+        base = dict(doc.get("base", {}))
+        metrics = base.get("metrics", {})
+        if not isinstance(metrics, dict):
+            return doc
+        for key, value in moved.items():
+            if key in metrics and _given(metrics[key]) != _given(value):  # equal: a re-read dump
+                raise ValueError(
+                    f"{key} is given both at the top level and in base.metrics; keep one"
+                )
+        base["metrics"] = {**metrics, **moved}
+        return {**doc, "base": base}
 
     @field_validator("seeds")
     @classmethod

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
             "examples:\n"
             "  pagesim run experiments/memory_waste.yaml --out out/memory_waste\n"
             "  pagesim simulate --allocator paged --rate 2 --num-requests 1000\n"
-            "  pagesim workload stats azure-conv\n"
+            "  pagesim workload stats sharegpt\n"
             "  pagesim list\n"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -51,3 +51,38 @@ def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
             msg = "unknown key"
         lines.append(f"{source}: {path or '<root>'}: {msg}")
     return "; ".join(lines)
+
+
+class Registered:
+    """Field metadata: the value must be a name in a plug-in registry (a plain dict).
+
+    ``Annotated[str, Registered("pagesim.allocators.registry", "ALLOCATORS", "allocator")]``
+    validates against the dict's keys, imported when a spec is validated (so a layer's
+    spec module need not import its plug-ins), and prints as the allowed names in the
+    generated docs. Adding a plug-in to its dict is all it takes for specs, the CLI and
+    the docs to accept it.
+    """
+
+    def __init__(self, module: str, attribute: str, what: str) -> None:
+        self.module, self.attribute, self.what = module, attribute, what
+
+    def registry(self) -> dict[str, Any]:
+        import importlib
+
+        return getattr(importlib.import_module(self.module), self.attribute)
+
+    def names(self) -> list[str]:
+        return sorted(self.registry())
+
+    def check(self, value: str) -> str:
+        if value not in self.registry():
+            raise ValueError(f"unknown {self.what} {value!r}; allowed: {', '.join(self.names())}")
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(f"`{name}`" for name in self.names())

@@ -33,6 +33,9 @@ _FLAGS = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from pagesim.allocators.registry import ALLOCATORS
+    from pagesim.simulator.schedulers import SCHEDULERS
+
     p = subparsers.add_parser(
         "simulate",
         help="run one configuration and print its summary",
@@ -49,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", help="workload name, e.g. sharegpt")
     p.add_argument("--num-requests", type=int)
     p.add_argument("--rate", type=float, help="Poisson arrival rate, requests per second")
-    p.add_argument("--scheduler", choices=("vllm", "orca", "static"))
-    p.add_argument("--allocator", choices=("paged", "max", "pow2", "oracle"))
+    p.add_argument("--scheduler", choices=sorted(SCHEDULERS))
+    p.add_argument("--allocator", choices=sorted(ALLOCATORS))
     p.add_argument("--block-size", type=int)
     p.add_argument("--watermark", type=float, help="fraction of GPU blocks kept free at admission")
     p.add_argument("--prefix-caching", action="store_true", default=None)
@@ -59,11 +62,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--max-sim-time", type=float, metavar="SECONDS")
     p.add_argument("--check-invariants", action="store_true", default=None)
-    p.add_argument(
-        "--engine",
-        choices=("fast", "step"),
-        help="fast (default): the event-driven engine where it applies; step: the SimPy reference",
-    )
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(func=_run)
 
@@ -79,24 +77,11 @@ def spec_doc_from_args(args: argparse.Namespace, base: dict) -> dict:
         ("seed", "seed"),
         ("max_sim_time", "max_sim_time_s"),
         ("check_invariants", "check_invariants"),
-        ("engine", "engine"),
     ):
         value = getattr(args, flag)
         if value is not None:
             doc[key] = value
     return doc
-
-
-def _engine_note(spec, result) -> str:
-    """Which engine ran, and why the step engine when fast was asked for."""
-    if spec.engine == "step":
-        return "step (the SimPy step-by-step reference)"
-    if result.extra.get("fast_engine") == 1.0:
-        return "fast (event-driven; same results as the step engine)"
-    from pagesim.simulator.fastengine import spec_unsupported_reason
-
-    why = spec_unsupported_reason(spec) or "this trace"
-    return f"step (the fast engine does not cover {why})"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -108,6 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
     base: dict = {}
     source = "command line"
@@ -137,9 +123,12 @@ def _run(args: argparse.Namespace) -> int:
         f"{spec.workload.name} x {len(result.requests)} | {int(result.extra['kv_capacity_slots'])} KV slots"
     )
     print(f"cost model: {cost.description}")
-    print(f"engine: {_engine_note(spec, result)}")
-    width = max(len(c) for c in METRIC_COLUMNS)
+    vllm_columns = vllm_metric_columns(spec.metrics)
+    width = max(len(c) for c in (*METRIC_COLUMNS, *vllm_columns))
     for name in METRIC_COLUMNS:
+        print(f"  {name:<{width}}  {result.summary[name]:.6g}")
+    print("  as vllm bench serve names them (docs/metrics.md):")
+    for name in vllm_columns:
         print(f"  {name:<{width}}  {result.summary[name]:.6g}")
     rejected = result.requests[result.requests["status"] == "rejected"]
     for reason, count in rejected["reason"].value_counts().items():

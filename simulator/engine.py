@@ -4,10 +4,11 @@ Scenario::
 
     arrivals:  at each request's arrival_s, add it to the waiting queue; wake the engine
     engine:    loop
-                   plan = scheduler.schedule(now)
-                   if the plan is empty: idle until the next arrival (never polls)
-                   yield timeout(cost_model.step_time_s(plan))
-                   scheduler.finish_step(plan, now)
+                   step = scheduler.schedule(now)      # a Step record: plan, memory, counts
+                   if its plan is empty: idle until the next arrival (never polls)
+                   yield timeout(cost_model.step_time_s(step.plan))
+                   scheduler.finish_step(step, now)
+                   recorder.record_step(start, duration, step)
 
 The KV cache is the allocator, a plain object the scheduler calls (not a SimPy
 resource).
@@ -21,9 +22,15 @@ A run ends when every request has arrived and ended (finished or rejected), or a
 ``max_sim_time_s``: the step in flight is then abandoned and the requests still
 queued or running are reported ``unfinished``.
 
-This engine is the reference: ``RunSpec.engine = "fast"`` runs the same semantics in
-``simulator.fastengine`` (no SimPy, O(1) work per decode step) where it applies, and
-the differential tests hold the two to the same results.
+Speed: a SimPy timeout may span everything that cannot change what happens next. A
+step that ends before the next arrival and before the time limit cannot be
+interleaved with any other event, so the engine finishes it without handing control
+to SimPy and goes on to the next step; it yields a timeout only for a step that an
+arrival or the time limit may interrupt (or precede), and then one that lands on the
+step's end exactly. Step times chain as SimPy would chain them (``t + duration``), so
+the result is the same as yielding every step. What a step costs is then what the
+scheduler, allocator, cost model and recorder cost, which is O(1) for a decode step
+with nothing to admit, swap, fork or finish (see ``schedulers.base``).
 
 Debug mode (``check_invariants``): after every ``schedule()`` and ``finish_step()``
 the allocator's and the scheduler's invariants are checked.
@@ -31,6 +38,7 @@ the allocator's and the scheduler's invariants are checked.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import simpy
@@ -38,8 +46,9 @@ from simpy.events import URGENT, Event
 
 from pagesim.errors import InvariantError
 from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.request import SequenceGroup
-from pagesim.simulator.schedulers.base import Scheduler
+from pagesim.simulator.schedulers.base import Scheduler, Step
 
 
 class _UrgentTimeout(Event):
@@ -50,6 +59,15 @@ class _UrgentTimeout(Event):
         self._ok = True
         self._value = None
         env.schedule(self, URGENT, delay)
+
+
+def _timeout_at(env: simpy.Environment, t_s: float) -> Event:
+    """A timeout that fires at ``t_s`` exactly (``now + (t_s - now)`` can miss it by an ulp)."""
+    delay = t_s - env.now
+    for candidate in (delay, math.nextafter(delay, math.inf), math.nextafter(delay, -math.inf)):
+        if env.now + candidate == t_s and candidate >= 0:
+            return env.timeout(candidate)
+    return env.timeout(max(delay, 0.0))
 
 
 class Engine:
@@ -68,6 +86,7 @@ class Engine:
         recorder: StepRecorder,
         on_done: Callable[[SequenceGroup], None],
         *,
+        max_sim_time_s: float | None = None,
         check_invariants: bool = False,
     ):
         self.env = env
@@ -76,8 +95,11 @@ class Engine:
         self.recorder = recorder
         self.on_done = on_done
         self.check = check_invariants
+        self.limit_s = math.inf if max_sim_time_s is None else max_sim_time_s
         self.is_arrivals_done = False
         self.num_arrived = 0
+        #: when the arrivals process adds the next request (inf once all have arrived)
+        self.next_arrival_s = math.inf
         #: end of the last completed step or idle period (the run's end when it drains)
         self.last_event_s = 0.0
         self._wakeup: Event | None = None
@@ -88,66 +110,101 @@ class Engine:
         env = self.env
         for group in groups:
             if group.arrival_s > env.now:
-                yield _UrgentTimeout(env, group.arrival_s - env.now)
+                delay = group.arrival_s - env.now
+                self.next_arrival_s = env.now + delay
+                yield _UrgentTimeout(env, delay)
             self.scheduler.add(group)
             self.num_arrived += 1
             if self._wakeup is not None:
                 self._wakeup.succeed()
                 self._wakeup = None
         self.is_arrivals_done = True
+        self.next_arrival_s = math.inf
         if self._wakeup is not None:
             self._wakeup.succeed()
             self._wakeup = None
 
     def _loop(self):
-        env, sched, alloc, rec = self.env, self.scheduler, self.scheduler.allocator, self.recorder
+        env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
+        alloc = sched.allocator
+        t = env.now
         while True:
-            start_s = env.now
-            plan = sched.schedule(start_s)
-            if plan.is_empty and sched.has_work:
+            step = sched.schedule(t)
+            if step.is_empty and step.has_work:
                 # the step only preempted (by recompute): the freed memory admits now
                 self._collect_done()
-                plan = sched.schedule(start_s)
+                step = sched.schedule(t)
             self._collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            usage = alloc.usage(sched.target_len_by_seq, sched.is_blocked)
-            if plan.is_empty:
-                if self.is_arrivals_done and not sched.has_work:
-                    self.last_event_s = start_s
+            if step.is_empty:
+                if self.is_arrivals_done and not step.has_work:
+                    self.last_event_s = t
                     return
                 if self.is_arrivals_done:
                     raise InvariantError(
-                        f"{sched.kind} scheduler is stuck at t={start_s:.3f}s: "
-                        f"{len(sched.waiting)} waiting, {len(sched.running)} running, "
-                        f"{len(sched.swapped)} swapped, and nothing can run"
+                        f"{sched.kind} scheduler is stuck at t={t:.3f}s: "
+                        f"{step.num_waiting} waiting, {step.num_running} running, "
+                        f"{step.num_swapped} swapped, and nothing can run"
                     )
                 self._wakeup = env.event()
                 yield self._wakeup
-                rec.record_idle(start_s, env.now - start_s, usage)
-                self.last_event_s = env.now
+                rec.record_idle(t, env.now - t, step.usage)
+                t = self.last_event_s = env.now
                 continue
-            hits_before = alloc.prefix_cache.hit_tokens
-            queues = (len(sched.waiting), len(sched.running), len(sched.swapped))
-            duration_s = self.step_time_s(plan)
-            yield env.timeout(duration_s)
-            sched.finish_step(plan, env.now)
+            duration_s = step_time_s(step.plan)
+            end_s = t + duration_s
+            if end_s >= self.next_arrival_s or end_s >= self.limit_s:
+                yield _timeout_at(env, end_s)
+            sched.finish_step(step, end_s)
             self._collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            rec.record_step(
-                start_s,
-                duration_s,
-                plan,
-                usage,
-                num_groups=sched.num_step_groups,
-                num_decode_groups=sched.num_decode_groups,
-                queues=queues,
-                prefix_hit_tokens=alloc.prefix_cache.hit_tokens - hits_before,
+            rec.record_step(t, duration_s, step)
+            t = self.last_event_s = end_s
+            plan = step.plan
+            if plan.num_decode_seqs and not plan.num_prefill_seqs:
+                num_ticks = sched.steady_ticks()
+                if num_ticks > 0:
+                    t = yield from self._decode_span(t, num_ticks, step)
+
+    def _decode_span(self, t: float, num_ticks: int, step: Step):
+        """Up to ``num_ticks`` decode steps that repeat ``step``'s decisions
+        (``Scheduler.steady_ticks``), each through the same rules as any step: the
+        allocator's bulk append and usage, the cost model, the scheduler's clock, the
+        recorder; without building a Step record. Ends early when the allocator cannot
+        append in bulk or a request has arrived. Returns the time reached."""
+        env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
+        alloc = sched.allocator
+        blocked = step.is_blocked
+        queues = (step.num_waiting, step.num_running, step.num_swapped)
+        num_groups = step.num_decode_groups
+        block_size, is_paged = step.plan.block_size, step.plan.is_paged
+        num_arrived = self.num_arrived
+        for _ in range(num_ticks):
+            if self.num_arrived != num_arrived:
+                break
+            measured = alloc.append_all_measured(blocked)
+            if measured is None:
+                break
+            (num_seqs, num_slots, num_blocks), usage_slots = measured
+            duration_s = step_time_s(
+                BatchPlan(
+                    0, 0, 0, 0.0, num_seqs, num_slots, num_blocks, 0, 0, 0, block_size, is_paged
+                )
             )
-            self.last_event_s = env.now
+            end_s = t + duration_s
+            if end_s >= self.next_arrival_s or end_s >= self.limit_s:
+                yield _timeout_at(env, end_s)
+            sched.tick(end_s)
+            if self.check:
+                alloc.check_invariants()
+                sched.check_invariants()
+            rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+            t = self.last_event_s = end_s
+        return t
 
     def _collect_done(self) -> None:
         for group in self.scheduler.drain_done():

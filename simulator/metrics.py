@@ -23,10 +23,14 @@ Fig. 13 counts the requests batched together while generating.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from pagesim.allocators.base import MemoryUsage
-from pagesim.simulator.plan import BatchPlan
+
+if TYPE_CHECKING:
+    from pagesim.simulator.schedulers.base import Step
 
 TIMESERIES_COLUMNS = (
     "t_s",
@@ -76,104 +80,67 @@ class StepRecorder:
         self._window_index = -1
         self._acc = _Window()
 
-    def record_step(
-        self,
-        start_s: float,
-        duration_s: float,
-        plan: BatchPlan,
-        usage: MemoryUsage,
-        *,
-        num_groups: int,
-        num_decode_groups: int,
-        queues: tuple[int, int, int],
-        prefix_hit_tokens: int,
-    ) -> None:
-        """One engine step that ran ``plan`` over ``[start_s, start_s + duration_s)``."""
+    def record_step(self, start_s: float, duration_s: float, step: Step) -> None:
+        """One engine step that ran ``step`` over ``[start_s, start_s + duration_s)``."""
+        plan = step.plan
+        num_groups = step.num_groups
         self.num_steps += 1
-        if num_decode_groups:
+        if step.num_decode_groups:
             self.num_decode_steps += 1
             self.decode_batch_sum += num_groups
-        swapped = plan.num_swapped_in_blocks + plan.num_swapped_out_blocks
-        self.num_swapped_blocks += swapped
-        self.num_copied_blocks += plan.num_copied_blocks
         acc = self._open(start_s)
         acc.num_steps += 1
         acc.batch_sum += num_groups
         acc.prefill_tokens += plan.num_prefill_tokens
-        acc.decode_tokens += plan.num_decode_tokens
-        acc.copied += plan.num_copied_blocks
-        acc.swapped += swapped
-        acc.queue_sums[0] += queues[0]
-        acc.queue_sums[1] += queues[1]
-        acc.queue_sums[2] += queues[2]
-        acc.prefix_hit_tokens += prefix_hit_tokens
-        self._add_memory(acc, duration_s, usage)
+        acc.decode_tokens += plan.num_decode_seqs
+        if plan.num_copied_blocks or plan.num_swapped_in_blocks or plan.num_swapped_out_blocks:
+            swapped = plan.num_swapped_in_blocks + plan.num_swapped_out_blocks
+            self.num_swapped_blocks += swapped
+            self.num_copied_blocks += plan.num_copied_blocks
+            acc.copied += plan.num_copied_blocks
+            acc.swapped += swapped
+        queue_sums = acc.queue_sums
+        queue_sums[0] += step.num_waiting
+        queue_sums[1] += step.num_running
+        queue_sums[2] += step.num_swapped
+        acc.prefix_hit_tokens += step.prefix_hit_tokens
+        self._add_memory(acc, duration_s, _slots(step.usage))
         if self.every_step:
             self._close()
 
-    def add_window(
+    def record_decode(
         self,
-        t_s: float,
+        start_s: float,
         duration_s: float,
-        num_steps: int,
-        batch_sum: int,
-        prefill_tokens: int,
-        decode_tokens: int,
-        mem_slot_s: tuple[float, float, float, float, float],
-        free_block_s: float,
-        queue_sums: tuple[int, int, int],
-        swapped: int = 0,
+        num_groups: int,
+        num_seqs: int,
+        queues: tuple[int, int, int],
+        usage_slots: tuple[int, int, int, int, int, int],
     ) -> None:
-        """One time-series row summed by the caller (``simulator.fastengine``): what the
-        :meth:`record_step` / :meth:`record_idle` calls of the steps and idle periods
-        starting in the window would have summed (each step's memory slots x duration,
-        added step by step in the same order, so the row is the same to the last bit).
-        ``t_s`` is the window's start (the step's start with ``every_step``). Adds the
-        memory to the run totals; the step counters come with :meth:`add_counts`.
-        Nothing copied, no prefix hits (the fast engine runs neither)."""
-        if num_steps == 0 and duration_s == 0:
-            return
-        total = self.mem_slot_s
-        for i in range(5):
-            total[i] += mem_slot_s[i]
-        self.total_s += duration_s
-        self._rows.append(
-            self._row(
-                t_s,
-                duration_s,
-                num_steps,
-                batch_sum,
-                prefill_tokens,
-                decode_tokens,
-                mem_slot_s,
-                free_block_s,
-                0,
-                swapped,
-                queue_sums,
-                0,
-            )
-        )
-
-    def add_counts(
-        self,
-        *,
-        num_steps: int,
-        num_decode_steps: int,
-        decode_batch_sum: int,
-        num_swapped_blocks: int,
-    ) -> None:
-        """Run-level step counters for steps recorded through :meth:`add_window`."""
-        self.num_steps += num_steps
-        self.num_decode_steps += num_decode_steps
-        self.decode_batch_sum += decode_batch_sum
-        self.num_swapped_blocks += num_swapped_blocks
+        """A decode step with nothing prefilled, copied, swapped or hit in the prefix
+        cache, given by its numbers (the engine's decode spans): what :meth:`record_step`
+        records for such a step. ``usage_slots`` is ``KVAllocator.usage_slots``."""
+        self.num_steps += 1
+        self.num_decode_steps += 1
+        self.decode_batch_sum += num_groups
+        acc = self._open(start_s)
+        acc.num_steps += 1
+        acc.batch_sum += num_groups
+        acc.decode_tokens += num_seqs
+        queue_sums = acc.queue_sums
+        queue_sums[0] += queues[0]
+        queue_sums[1] += queues[1]
+        queue_sums[2] += queues[2]
+        self._add_memory(acc, duration_s, usage_slots)
+        if self.every_step:
+            self._close()
 
     def record_idle(self, start_s: float, duration_s: float, usage: MemoryUsage) -> None:
         """No step ran over ``[start_s, start_s + duration_s)``; memory stayed at ``usage``."""
         if duration_s <= 0:
             return
         acc = self._open(start_s)
-        self._add_memory(acc, duration_s, usage)
+        self._add_memory(acc, duration_s, _slots(usage))
         if self.every_step:
             self._close()
 
@@ -216,23 +183,32 @@ class StepRecorder:
             self._acc.t_s = index * self.sample_interval_s
         return self._acc
 
-    def _add_memory(self, acc: _Window, duration_s: float, usage: MemoryUsage) -> None:
-        parts = (
-            usage.token_slots,
-            usage.reserved_slots,
-            usage.internal_frag_slots,
-            usage.external_frag_slots,
-            usage.unused_slots,
-        )
+    def _add_memory(
+        self, acc: _Window, duration_s: float, slots: tuple[int, int, int, int, int, int]
+    ) -> None:
+        """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``)."""
+        token, reserved, internal, external, unused = slots[:5]
         total = self.mem_slot_s
-        for i, slots in enumerate(parts):
-            w = slots * duration_s
-            total[i] += w
-            acc.mem_slot_s[i] += w
-        self.shared_saved_slot_s += usage.shared_saved_slots * duration_s
+        window = acc.mem_slot_s
+        w = token * duration_s
+        total[0] += w
+        window[0] += w
+        w = reserved * duration_s
+        total[1] += w
+        window[1] += w
+        w = internal * duration_s
+        total[2] += w
+        window[2] += w
+        w = external * duration_s
+        total[3] += w
+        window[3] += w
+        w = unused * duration_s
+        total[4] += w
+        window[4] += w
+        self.shared_saved_slot_s += slots[5] * duration_s
         self.total_s += duration_s
         acc.duration_s += duration_s
-        free_blocks = (usage.external_frag_slots + usage.unused_slots) // self.block_size
+        free_blocks = (external + unused) // self.block_size
         acc.free_block_s += free_blocks * duration_s
 
     def _close(self) -> None:
@@ -288,6 +264,17 @@ class StepRecorder:
             *((q / steps if steps else 0.0) for q in queue_sums),
             prefix_hit_tokens,
         )
+
+
+def _slots(usage: MemoryUsage) -> tuple[int, int, int, int, int, int]:
+    return (
+        usage.token_slots,
+        usage.reserved_slots,
+        usage.internal_frag_slots,
+        usage.external_frag_slots,
+        usage.unused_slots,
+        usage.shared_saved_slots,
+    )
 
 
 class _Window:

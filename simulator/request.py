@@ -19,6 +19,13 @@ Modelling rules (documented here because every scheduler relies on them):
 - A group is finished when ``num_generated == output_len``; the prefill step
   generates the first token.
 
+Speed: groups that decode in every step (vLLM's running groups between their prefill
+and a preemption, Orca's running requests) *ride* a :class:`DecodeClock` that the
+scheduler ticks once per step, instead of each being advanced: while riding,
+``num_generated`` = the count when it started riding + the ticks since. So a step
+costs O(1) whatever the batch; the scheduler keeps a heap of the ticks at which riders
+finish.
+
 Lifecycle: ``waiting`` -> ``running`` <-> (``swapped`` | back to ``waiting`` on
 recompute) -> ``finished`` | ``rejected``; ``unfinished`` when the run hits its time
 limit. A rejected group always carries a reason.
@@ -38,6 +45,15 @@ REJECTED = "rejected"
 UNFINISHED = "unfinished"
 
 
+class DecodeClock:
+    """Decode steps so far, for the groups that ride it (module docstring)."""
+
+    __slots__ = ("ticks",)
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+
 @dataclass(slots=True, eq=False)
 class SequenceGroup:
     """Mutable state of one request (identity by object; ``group_id`` = trace request_id)."""
@@ -50,18 +66,50 @@ class SequenceGroup:
     beam_width: int
     segments: tuple[tuple[int, int], ...]
     seq_ids: list[int] = field(default_factory=list)
-    num_generated: int = 0
+    #: tokens generated when the group last stopped (or started) riding a clock
+    generated_base: int = 0
     status: str = WAITING
     reason: str = ""
     first_token_s: float = float("nan")
+    #: when the group's latest token came out (the inter-token gaps start from it)
+    last_token_s: float = float("nan")
     finish_s: float = float("nan")
     num_preemptions: int = 0
     num_cached_tokens: int = 0
     #: sequences the group runs once forked (vLLM v0 ``get_max_num_running_seqs``)
     max_num_seqs: int = field(init=False)
+    clock: DecodeClock | None = field(default=None, init=False)
+    clock_base: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.max_num_seqs = max(self.n, self.beam_width)
+
+    @property
+    def num_generated(self) -> int:
+        """Tokens each sequence has generated so far."""
+        clock = self.clock
+        if clock is None:
+            return self.generated_base
+        return self.generated_base + clock.ticks - self.clock_base
+
+    @num_generated.setter
+    def num_generated(self, value: int) -> None:
+        clock = self.clock
+        self.generated_base = value if clock is None else value - clock.ticks + self.clock_base
+
+    @property
+    def is_riding(self) -> bool:
+        return self.clock is not None
+
+    def ride(self, clock: DecodeClock) -> None:
+        """From now on, generate one token per tick of ``clock``."""
+        self.generated_base = self.num_generated
+        self.clock = clock
+        self.clock_base = clock.ticks
+
+    def stop_riding(self) -> None:
+        self.generated_base = self.num_generated
+        self.clock = None
 
     @property
     def is_multi_seq(self) -> bool:
@@ -95,4 +143,5 @@ class SequenceGroup:
             num_tokens=self.num_prefill_tokens,
             segments=self.segments,
             max_num_seqs=self.max_num_seqs,
+            target_len=self.target_len,
         )

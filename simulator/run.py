@@ -2,12 +2,12 @@
 
 Scenario: build the trace (``workloads.build_trace`` with the run's generator, unless
 one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocator,
-the cost model and the scheduler, replay the trace, and turn the observations into a
-RunResult. ``spec.engine`` "fast" replays on ``simulator.fastengine`` when
-``fastengine.unsupported_reason`` is None and sets ``extra["fast_engine"]`` to 1;
-otherwise (and with "step") the SimPy step engine replays it, and a fast request that
-fell back gets ``extra["fast_engine"] = 0`` (the reason is logged at INFO). One ``numpy.random.default_rng(spec.seed)`` is made
-here and passed down: first to trace building, then to the scheduler (beam choices).
+the cost model and the scheduler, replay the trace on the SimPy engine
+(``simulator.engine``), and turn the observations into a RunResult. One
+``numpy.random.default_rng(spec.seed)`` is made here and passed down: first to trace
+building, then to the scheduler (beam choices). The summary then gets the vLLM-named
+metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
+records).
 
 ``extra["num_dropped"]`` counts the requests the workload filters removed (and
 ``extra["dropped_share"]`` their share of the candidates they examined), and
@@ -20,7 +20,6 @@ Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 
@@ -37,9 +36,8 @@ from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import request_row, requests_frame, run_result
+from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
-
-log = logging.getLogger(__name__)
 
 
 def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = False) -> RunResult:
@@ -75,43 +73,29 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     cost_model = make_cost_model(
         spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
     )
-    replay = {
-        "sample_interval_s": spec.metrics.sample_interval_s,
-        "every_step": spec.metrics.every_step,
-        "max_sim_time_s": spec.max_sim_time_s,
-        "check_invariants": spec.check_invariants,
-        "progress": progress,
-        "wall_start": wall_start,
-    }
-    result = fallback = None
-    if spec.engine == "fast":
-        from pagesim.simulator.fastengine import run_fast, unsupported_reason
-
-        fallback = unsupported_reason(spec, trace)
-        if fallback is None:
-            result = run_fast(
-                trace,
-                scheduler=spec.scheduler,
-                allocator=allocator,
-                cost_model=cost_model,
-                max_model_len=spec.max_model_len,
-                **replay,
-            )
-        else:
-            log.info("engine 'fast' does not cover %s: running the step engine", fallback)
-    if result is None:
-        scheduler = SCHEDULERS[spec.scheduler.kind](
-            spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
-        )
-        result = run_engine(
-            trace,
-            scheduler,
-            cost_model.step_time_s,
-            **replay,
-        )
-        if fallback is not None:
-            result.extra["fast_engine"] = 0.0
+    scheduler = SCHEDULERS[spec.scheduler.kind](
+        spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
+    )
+    result = run_engine(
+        trace,
+        scheduler,
+        cost_model.step_time_s,
+        sample_interval_s=spec.metrics.sample_interval_s,
+        every_step=spec.metrics.every_step,
+        max_sim_time_s=spec.max_sim_time_s,
+        check_invariants=spec.check_invariants,
+        progress=progress,
+        wall_start=wall_start,
+    )
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    result.summary.update(
+        vllm_summary(
+            result.requests,
+            duration_s=result.extra["makespan_s"],
+            spec=spec.metrics,
+            token_gaps=scheduler.token_gaps,
+        )
+    )
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
@@ -160,6 +144,7 @@ def run_engine(
         step_time_s,
         recorder,
         on_done,
+        max_sim_time_s=max_sim_time_s,
         check_invariants=check_invariants,
     )
     if max_sim_time_s is None:

@@ -9,19 +9,24 @@ checked against their registries by the layers that own them when a run is built
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 ``allocator.block_size``): ``workload``, ``arrivals``, ``hardware``, ``allocator``,
 ``scheduler``, ``metrics``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
-``check_invariants``, ``engine``.
+``check_invariants``.
+
+Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
+checked against the dicts that register the plug-ins, and which allocators a
+scheduler runs on comes from the two classes (``Scheduler.needs_paged``,
+``KVAllocator.is_paged``): adding a plug-in is one file and one line in its dict.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
+from pagesim.specbase import Registered, format_validation_error
 from pagesim.specbase import StrictSpec as _Spec
-from pagesim.specbase import format_validation_error
 from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
 
 __all__ = [
@@ -32,7 +37,9 @@ __all__ = [
     "MetricsSpec",
     "RunSpec",
     "SchedulerSpec",
+    "SloSpec",
     "WorkloadSpec",
+    "pairing_problem",
     "run_spec_from_dict",
 ]
 
@@ -70,20 +77,55 @@ class SchedulerSpec(_Spec):
     ``max_batch_size`` (None: as many as memory allows).
     """
 
-    kind: Literal["vllm", "orca", "static"] = "vllm"
+    kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
+        "vllm"
+    )
     max_num_seqs: int = Field(default=256, ge=1)
     max_num_batched_tokens: int = Field(default=2560, ge=1)
     preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
     max_batch_size: int | None = Field(default=None, ge=1)
 
 
+class SloSpec(_Spec):
+    """Service-level objectives of ``request_goodput`` (as ``vllm bench serve --goodput``):
+    a finished request is good when its TTFT, TPOT and end-to-end latency are each at
+    most the bound given (a bound left out is not checked; TPOT counts as 0 for a
+    one-token output)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2el_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> SloSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None:
+            raise ValueError("slo needs at least one of ttft_ms, tpot_ms, e2el_ms")
+        return self
+
+
 class MetricsSpec(_Spec):
-    """What the run records: a time series sampled every ``sample_interval_s`` of
-    simulated time (time-weighted means within each window), or every step when
-    ``every_step`` (memory then grows with the number of steps)."""
+    """What the run records and reports.
+
+    A time series sampled every ``sample_interval_s`` of simulated time
+    (time-weighted means within each window), or every step when ``every_step``
+    (memory then grows with the number of steps). Beside pagesim's own metrics, the
+    summary carries ``vllm bench serve``'s (docs/metrics.md): ``percentiles`` are the
+    ``p<q>_*_ms`` columns it adds (vLLM's ``--metric-percentiles``, default 99; kept
+    sorted), and ``slo``, when given, adds ``request_goodput``. An experiment usually
+    sets both at its top level (``percentiles:``, ``slo:``) for all its runs.
+    """
 
     sample_interval_s: float = Field(default=1.0, gt=0)
     every_step: bool = False
+    percentiles: list[float] = Field(default_factory=lambda: [99.0], min_length=1)
+    slo: SloSpec | None = None
+
+    @field_validator("percentiles")
+    @classmethod
+    def _check_percentiles(cls, percentiles: list[float]) -> list[float]:
+        if any(not 0 <= q <= 100 for q in percentiles) or len(set(percentiles)) != len(percentiles):
+            raise ValueError(f"percentiles must be distinct and in [0, 100], got {percentiles}")
+        return sorted(percentiles)
 
 
 class RunSpec(_Spec):
@@ -97,21 +139,29 @@ class RunSpec(_Spec):
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
-    #: "fast": the event-driven engine (simulator.fastengine) where it applies, else the
-    #: step engine; "step": the SimPy step-by-step reference. Same results either way.
-    engine: Literal["step", "fast"] = "fast"
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:
-        sched, alloc = self.scheduler.kind, self.allocator.kind
-        if sched == "vllm" and alloc != "paged":
-            raise ValueError(f"scheduler 'vllm' needs allocator 'paged', got {alloc!r}")
-        if sched in ("orca", "static") and alloc == "paged":
-            raise ValueError(
-                f"scheduler {sched!r} needs a contiguous allocator (max, pow2 or oracle): "
-                "it never preempts, so a paged pool could run out under a running request"
-            )
+        reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
+        if reason is not None:
+            raise ValueError(reason)
         return self
+
+
+def pairing_problem(scheduler_kind: str, allocator_kind: str) -> str | None:
+    """Why a scheduler cannot run on an allocator (None: it can), from the registries."""
+    from pagesim.allocators.registry import ALLOCATORS
+    from pagesim.simulator.schedulers import SCHEDULERS
+
+    sched, alloc = SCHEDULERS[scheduler_kind], ALLOCATORS[allocator_kind]
+    if sched.needs_paged == alloc.is_paged:
+        return None
+    fitting = sorted(k for k, a in ALLOCATORS.items() if a.is_paged == sched.needs_paged)
+    need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
+    return (
+        f"scheduler {scheduler_kind!r} needs {need} ({', '.join(fitting)}), "
+        f"got {allocator_kind!r}: {sched.pairing_note}"
+    )
 
 
 def run_spec_from_dict(doc: dict[str, Any], source: str = "<spec>") -> RunSpec:

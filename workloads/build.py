@@ -2,8 +2,9 @@
 
 Steps, all randomness from the one ``rng`` (same spec + same seed -> identical trace):
 
-1. look up the workload (``registry.py``); load its length table (or, for
-   synthetic workloads, draw lengths);
+1. look up the workload (``registry.py``); load its length table (``workload.path``
+   when given, else the shipped table or the one prepared in the data folder) or,
+   for synthetic workloads, draw lengths;
 2. filter (``filters.py``) with the shared prefix counted in the prompt; every drop
    is reported in ``Trace.dropped`` under its reason (for table workloads the
    counts are rows of the source table removed before sampling; for synthetic ones,
@@ -48,8 +49,10 @@ def build_trace(
 ) -> Trace:
     """A Trace for ``workload`` arriving per ``arrivals`` (see the module docstring)."""
     source = get_source(workload.name)
-    if workload.path is not None and source.kind != "csv":
-        raise ConfigError(f"workload.path is only used by workload 'csv', not {workload.name!r}")
+    if workload.path is not None and source.kind == "synthetic":
+        raise ConfigError(
+            f"workload.path is read by table and csv workloads, not by the synthetic {workload.name!r}"
+        )
     if (
         workload.num_requests is None
         and workload.duration_s is None

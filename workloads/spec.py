@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from pagesim.specbase import Registered
 from pagesim.specbase import StrictSpec as _Spec
 
 
@@ -32,15 +33,21 @@ class WorkloadSpec(_Spec):
     (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``, ``alpaca``,
     ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``, ``synthetic`` (uses
     ``prompt`` / ``output``), ``csv`` (a timestamped CSV at ``path``, either Azure
-    2023 layout; relative paths are from the working directory; only ``csv`` reads
-    ``path``). ``num_requests`` requests are sampled (``replace``:
+    2023 layout). ``alpaca``, ``azure-conv`` and ``azure-code`` are external data: they
+    read the table that ``pagesim workload prepare NAME --source FILE`` wrote into the
+    data folder (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path``
+    when given. For every table workload ``path`` replaces the table: a prepared
+    ``.npz`` or the raw downloaded file; relative paths are from the working
+    directory. ``num_requests`` requests are sampled (``replace``:
     with replacement) unless ``duration_s`` is given, in which case requests arrive
     until that time. Filters drop requests whose prompt or output is under
     ``min_len`` tokens, whose prompt exceeds ``max_prompt_len``, or whose prompt +
     output exceeds the run's ``max_model_len``; every drop is counted and reported.
     """
 
-    name: str = "sharegpt"
+    name: Annotated[str, Registered("pagesim.workloads.registry", "WORKLOADS", "workload")] = (
+        "sharegpt"
+    )
     path: str | None = None
     num_requests: int | None = Field(default=1000, ge=1)
     duration_s: float | None = Field(default=None, gt=0)

@@ -16,8 +16,8 @@ bounds accordingly.
 ``alpaca-like`` is SYNTHETIC: the full Alpaca data is not shipped here, so it draws
 lognormal lengths whose means are the paper's Alpaca means (19.31 prompt, 58.45
 output tokens; PagedAttention, Kwon et al. SOSP 2023, §6.1) and whose spreads (cv)
-are those of the GPT-2 token counts of the first 102 Alpaca records
-(``tests/workloads/data/alpaca_first102.json``).
+are those of the GPT-2 token counts of the first 102 records of the Stanford Alpaca
+data (``alpaca_data.json``, not shipped: the two cv values are the only numbers kept).
 """
 
 from __future__ import annotations

@@ -55,16 +55,39 @@ def prefill_attention(
     summed over queries that is q (c - q) + q (q + 1) / 2 scores, each costing
     2 head_dim FLOPs for QK^T and 2 head_dim for PV, per head.
     """
-    flops = 0.0
-    bytes_ = 0.0
-    tokens = 0
+    num_seqs = tokens = context_sum = 0
+    scores = 0.0
     for q, c in zip(new_lens, context_lens, strict=True):
-        scores = q * (c - q) + q * (q + 1) / 2
-        flops += 4.0 * head_dim * num_heads * scores
-        # read Q and write O for the new tokens; read K and V over the whole context
-        bytes_ += (2 * q * num_heads + 2 * c * num_kv_heads) * head_dim * dtype_bytes
+        num_seqs += 1
         tokens += q
-    return Features(bytes_=bytes_, flops=flops, seqs=float(len(new_lens)), tokens=float(tokens))
+        context_sum += c
+        scores += q * (c - q) + q * (q + 1) / 2
+    return prefill_attention_totals(
+        num_seqs, tokens, context_sum, scores, num_heads, num_kv_heads, head_dim, dtype_bytes
+    )
+
+
+def prefill_attention_totals(
+    num_seqs: int,
+    num_tokens: int,
+    context_sum: int,
+    scores: float,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype_bytes: int = 2,
+) -> Features:
+    """:func:`prefill_attention` from its sufficient statistics: the number of prompts,
+    the new tokens and the contexts summed, and the scores ``q (c - q) + q (q + 1) / 2``
+    summed (every product is an integer or a half, so sums are exact below 2**53)."""
+    # read Q and write O for the new tokens; read K and V over the whole context
+    bytes_ = (2 * num_tokens * num_heads + 2 * context_sum * num_kv_heads) * head_dim * dtype_bytes
+    return Features(
+        bytes_=float(bytes_),
+        flops=4.0 * head_dim * num_heads * scores,
+        seqs=float(num_seqs),
+        tokens=float(num_tokens),
+    )
 
 
 def decode_attention(

@@ -27,11 +27,11 @@ all-reduces of the T x h activations over NVLink, analytic (no profile term):
 ``2 (TP - 1) / TP x bytes / nvlink_bw + ALLREDUCE_LATENCY_S`` (NCCL's ring bus
 bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node).
 
-Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The layer GEMM
-total depends only on T and is memoised per T on the instance; decode attention
-needs only the number of sequences, sum(context) and sum(ceil(context / block)).
-:meth:`CostModel.decode_step_time_fn` gives the fast engine the same decode step
-time from those three running totals in O(1).
+Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The plan carries
+only totals (``BatchPlan``), so a step costs O(1) whatever its batch. The layer GEMM
+total depends only on T and is memoised per T on the instance; a pure decode step
+(most steps) takes a precomputed formula of the number of sequences, sum(context) and
+sum(ceil(context / block)), bit-identical to the general sum.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ class CostModel:
         self._allreduce_bytes_per_token = h * model.dtype_bytes
         self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
         self._layer_linear_cache: dict[int, float] = {}
+        self._decode_time_paged = self._decode_step_time_fn(is_paged=True)
+        self._decode_time_contiguous = self._decode_step_time_fn(is_paged=False)
 
     # ---- pieces ------------------------------------------------------------------------
 
@@ -163,17 +165,36 @@ class CostModel:
 
     def step_time_s(self, plan: BatchPlan) -> float:
         """Seconds one engine step takes (see the module docstring for the sum)."""
+        num_prefill_seqs = plan.num_prefill_seqs
+        num_decode = plan.num_decode_seqs
+        if not (
+            num_prefill_seqs
+            or plan.num_copied_blocks
+            or plan.num_swapped_in_blocks
+            or plan.num_swapped_out_blocks
+        ):
+            if not num_decode:
+                return 0.0
+            decode = self._decode_time_paged if plan.is_paged else self._decode_time_contiguous
+            return decode(num_decode, plan.decode_context_sum, plan.decode_num_blocks)
+        return self.summed_step_time_s(plan)
+
+    def summed_step_time_s(self, plan: BatchPlan) -> float:
+        """The module docstring's sum, term by term (``step_time_s`` takes a precomputed
+        formula for pure decode steps, equal to this bit for bit)."""
         if plan.is_empty:
             return 0.0
         m = self.model
-        num_prefill_seqs = len(plan.prefill_new_lens)
-        num_decode = len(plan.decode_context_lens)
-        num_tokens = sum(plan.prefill_new_lens) + num_decode
+        num_prefill_seqs = plan.num_prefill_seqs
+        num_decode = plan.num_decode_seqs
+        num_tokens = plan.num_prefill_tokens + num_decode
         layer = self.layer_linear_time_s(num_tokens) if num_tokens else 0.0
         if num_prefill_seqs:
-            f = F.prefill_attention(
-                plan.prefill_new_lens,
-                plan.prefill_context_lens,
+            f = F.prefill_attention_totals(
+                num_prefill_seqs,
+                plan.num_prefill_tokens,
+                plan.prefill_context_sum,
+                plan.prefill_scores,
                 self._num_heads,
                 self._num_kv_heads,
                 m.head_dim,
@@ -181,15 +202,14 @@ class CostModel:
             )
             layer += self._c["prefill_attention"].time_s(f)
         if num_decode:
-            ctx = plan.decode_context_lens
             if plan.is_paged:
-                bs = plan.block_size
-                num_blocks = sum(-(-c // bs) for c in ctx)
+                num_blocks = plan.decode_num_blocks
                 coefs = self._c["paged_decode_attention"]
             else:
                 num_blocks = num_decode  # one contiguous region per sequence
                 coefs = self._c["contiguous_decode_attention"]
-            layer += coefs.time_s(self._decode_attention_features(num_decode, sum(ctx), num_blocks))
+            f = self._decode_attention_features(num_decode, plan.decode_context_sum, num_blocks)
+            layer += coefs.time_s(f)
         t = m.num_layers * layer
         num_emitting = num_prefill_seqs + num_decode
         if num_emitting:
@@ -198,17 +218,14 @@ class CostModel:
         t += self._c["step_overhead"].time_s(F.step_overhead(plan.num_seqs, num_tokens))
         return t
 
-    def decode_step_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
+    def _decode_step_time_fn(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
         """``f(num_seqs, total_ctx, num_blocks)``: the time of a pure-decode step.
 
-        Equal, bit for bit, to ``step_time_s`` of a plan whose ``decode_context_lens``
-        number ``num_seqs`` and sum to ``total_ctx``, with ``num_blocks`` the blocks they
-        hold (sum of ceil(ctx / block_size)) on a paged cache and ``num_seqs`` on a
-        contiguous one (one region each), nothing prefilled, copied or swapped: the same
-        operations in the same order (every feature is an integer-valued float, exact
-        below 2**53, so precomputing their integer factors changes no rounding). The
-        per-``num_seqs`` terms are memoised. For the fast engine, which keeps those
-        three totals as running sums and pays O(1) per step.
+        Equal, bit for bit, to the general sum for a plan that only decodes (nothing
+        prefilled, copied or swapped): the same operations in the same order (every
+        feature is an integer-valued float, exact below 2**53, so precomputing their
+        integer factors changes no rounding), with the per-``num_seqs`` terms memoised.
+        Most steps of a run are pure decodes, so this is the cost model's hot path.
         """
         m = self.model
         h, kvh, d, dt = self._num_heads, self._num_kv_heads, m.head_dim, m.dtype_bytes
@@ -228,6 +245,8 @@ class CostModel:
                     self.lm_head_time_s(num_seqs),
                     overhead.time_s(F.step_overhead(num_seqs, num_seqs)),
                 )
+            if not is_paged:
+                num_blocks = num_seqs
             attn = (
                 const
                 + max(

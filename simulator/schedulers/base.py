@@ -1,17 +1,19 @@
-"""What every scheduler shares: the queues, the step plan, and a group's progress.
+"""What every scheduler shares: the queues, the step record, and a group's progress.
 
 A scheduler owns the request queues and talks to memory only through the allocator
 interface (``allocators/base.py``). The engine drives it with two calls per step::
 
-    plan = scheduler.schedule(now_s)       # who runs, which slots; transfers drained
-    ... the step takes cost_model.step_time_s(plan) seconds ...
-    scheduler.finish_step(plan, now_s)     # tokens appended, forks, frees
+    step = scheduler.schedule(now_s)       # who runs, which slots; a Step record
+    ... the step takes cost_model.step_time_s(step.plan) seconds ...
+    scheduler.finish_step(step, now_s)     # tokens generated, forks, finishes, frees
 
-``schedule`` remembers which groups it put in the step (the plan itself carries
-only what the cost model needs). Groups that end (finished, rejected) are collected
-and handed to the metrics with :meth:`drain_done`.
+``schedule`` returns a :class:`Step`: the BatchPlan (what the cost model needs), the
+memory breakdown the step runs in, and the counts the metrics record (groups in the
+batch, queue lengths, blocked or not, prefix-cache hits). The scheduler remembers which
+groups it put in the step. Groups that end (finished, rejected) are collected and
+handed to the metrics with :meth:`drain_done`.
 
-Progress of a group after a step (:meth:`_advance`), the same for every scheduler:
+Progress of a group after a step, the same for every scheduler:
 
 - one token per sequence (the prefill step generates the first token);
 - after the first prefill of a request with ``n`` > 1 samples, the prompt's sequence
@@ -25,19 +27,35 @@ Progress of a group after a step (:meth:`_advance`), the same for every schedule
   that the paper's beam-sharing savings come from;
 - when the group has generated ``output_len`` tokens it is finished (no forks on the
   last step) and, unless the scheduler holds memory longer, its sequences are freed.
+
+Within a step, groups are finished (and their memory freed) in the batch's order:
+the prompts prefilled, in admission order; then the decoding groups by arrival; then
+groups swapped in during the step, by arrival. The order matters: it decides which
+blocks the LIFO free list and the prefix cache's evictor hand out next.
+
+Speed. Schedulers whose running groups all decode in every step (``rides_clock``:
+vllm, orca) keep those groups on a :class:`DecodeClock` (``simulator.request``): a step
+ticks it once instead of advancing each group, a heap says at which tick each group
+finishes, the allocator appends one slot to every sequence in bulk
+(``can_append_all`` / ``append_slot_all``) and the plan's totals come from the
+allocator's running totals (``decode_totals``). A decode step then costs O(1) plus the
+groups that need work of their own (finishing, forking, beams). When the bulk
+condition does not hold, the scheduler takes the per-group path of the same rule.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from abc import ABC, abstractmethod
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
-from pagesim.allocators.base import AllocStatus, KVAllocator
+from pagesim.allocators.base import AllocStatus, DecodeTotals, KVAllocator, MemoryUsage
 from pagesim.errors import InvariantError
-from pagesim.simulator.plan import BatchPlan
+from pagesim.simulator.plan import BatchPlan, Prefill
 from pagesim.simulator.request import (
     FINISHED,
     REJECTED,
@@ -45,9 +63,11 @@ from pagesim.simulator.request import (
     SWAPPED,
     UNFINISHED,
     WAITING,
+    DecodeClock,
     SequenceGroup,
 )
 from pagesim.simulator.spec import SchedulerSpec
+from pagesim.simulator.token_gaps import TokenGaps
 
 
 def reservation_never_fits_reason(
@@ -59,15 +79,60 @@ def reservation_never_fits_reason(
     )
 
 
+def too_many_seqs_reason(num_seqs: int, max_num_seqs: int) -> str:
+    return f"{num_seqs} sequences exceed scheduler.max_num_seqs = {max_num_seqs}"
+
+
+def _batch_order(work: tuple[int, int, SequenceGroup]) -> tuple[int, int]:
+    return work[0], work[1]
+
+
 def by_arrival(group: SequenceGroup) -> int:
     """FCFS sort key: request ids are in arrival order (trace contract)."""
     return group.group_id
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one ``schedule()`` decided, for the engine, the cost model and the metrics.
+
+    ``plan`` is empty when nothing can run now; ``usage`` is the memory breakdown the
+    step (or the idle period) runs in; the queue lengths are taken after the schedule;
+    ``num_groups`` counts the groups in the batch (prefills and decodes) and
+    ``num_decode_groups`` those decoding; ``is_blocked``: a request waited for memory
+    it could not get; ``prefix_hit_tokens``: prompt tokens served from the prefix
+    cache to the groups admitted now.
+    """
+
+    plan: BatchPlan
+    usage: MemoryUsage
+    num_groups: int
+    num_decode_groups: int
+    num_waiting: int
+    num_running: int
+    num_swapped: int
+    is_blocked: bool
+    prefix_hit_tokens: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return self.plan.is_empty
+
+    @property
+    def has_work(self) -> bool:
+        """Requests are still queued, running or swapped out after this schedule."""
+        return bool(self.num_waiting or self.num_running or self.num_swapped)
 
 
 class Scheduler(ABC):
     """Base of the vllm / orca / static schedulers (see the module docstring)."""
 
     kind: str = "abstract"
+    #: the allocators it can run on: paged (True) or contiguous (False); and why
+    needs_paged: bool = True
+    pairing_note: str = ""
+    #: whether its running groups all decode in every step (module docstring: speed)
+    rides_clock: bool = False
 
     def __init__(
         self,
@@ -82,18 +147,30 @@ class Scheduler(ABC):
         self.max_model_len = max_model_len
         self.rng = rng
         self.waiting: deque[SequenceGroup] = deque()
-        self.running: list[SequenceGroup] = []
+        #: running groups in the order they (re)started running
+        self.running: dict[SequenceGroup, None] = {}
         self.swapped: list[SequenceGroup] = []
-        #: each live sequence's final length, for the hindsight memory accounting
-        self.target_len_by_seq: dict[int, int] = {}
-        #: True when the last schedule() left a request waiting for memory it could not get
-        self.is_blocked = False
-        #: what the last plan held: a prefill in it; groups in it; groups decoding in it
-        self.is_prefill_step = False
-        self.num_step_groups = 0
-        self.num_decode_groups = 0
         self.num_preemptions = 0
-        self._stepped: list[SequenceGroup] = []
+        self.clock = DecodeClock()
+        #: running groups that do not ride the clock (each advanced at the end of a step)
+        self._individual: dict[SequenceGroup, None] = {}
+        self._num_running_seqs = 0
+        self._finish_events: list[tuple[int, int, int, SequenceGroup]] = []
+        self._ride_id_by_group: dict[int, int] = {}
+        self._next_ride_id = 0
+        #: what the last schedule() put in the step (see finish_step)
+        self._prefilled: list[SequenceGroup] = []
+        self._swapped_in: list[SequenceGroup] = []
+        self._ticks = False
+        #: the last schedule() was a bulk decode whose decisions repeat (see steady_ticks)
+        self._steady = False
+        #: every inter-token gap, for vLLM's ITL statistics (simulator/token_gaps.py)
+        self.token_gaps = TokenGaps()
+        #: riders since before the last tick share its time as their last token's
+        self._num_riders = 0
+        self._last_tick_s = 0.0
+        #: riders that joined since the last tick (their last token is their own)
+        self._fresh_riders: dict[SequenceGroup, None] = {}
         self._done: list[SequenceGroup] = []
         self._next_seq_id = 0
         #: prompt tokens served from the prefix cache, per group admitted in this schedule()
@@ -105,39 +182,109 @@ class Scheduler(ABC):
         """A request arrives: it joins the tail of the waiting queue."""
         group.status = WAITING
         self.waiting.append(group)
+        self._steady = False  # the next schedule() considers it
 
     @abstractmethod
-    def schedule(self, now_s: float) -> BatchPlan:
+    def schedule(self, now_s: float) -> Step:
         """Choose the next step's batch; an empty plan means nothing can run now."""
 
-    def finish_step(self, plan: BatchPlan, now_s: float) -> None:
-        """Every group in the step generated one token per sequence."""
-        for group in self._stepped:
-            self._advance(group, now_s)
-        self._stepped = []
-        self.running = [g for g in self.running if g.status == RUNNING]
+    def finish_step(self, step: Step, now_s: float) -> None:
+        """Every group in the step generated one token per sequence (module docstring)."""
+        work = [(0, i, g) for i, g in enumerate(self._prefilled)] if self._prefilled else []
+        if self._ticks:
+            self._tick(now_s)
+            ticks = self.clock.ticks
+            swapped_in = {g.group_id for g in self._swapped_in} if self._swapped_in else ()
+            events = self._finish_events
+            while events and events[0][0] <= ticks:
+                _, group_id, ride_id, group = heapq.heappop(events)
+                if self._ride_id_by_group.get(group_id) == ride_id:
+                    work.append((2 if group_id in swapped_in else 1, group_id, group))
+            if len(self._individual) > len(self._prefilled):
+                prefilled = {g.group_id for g in self._prefilled}
+                for group in self._individual:
+                    group_id = group.group_id
+                    if group_id not in prefilled:
+                        work.append((2 if group_id in swapped_in else 1, group_id, group))
+            if len(work) > 1:
+                work.sort(key=_batch_order)
+        if self._swapped_in:
+            self._swapped_in = []
+        if not work:
+            return
+        self._prefilled = []
+        self._steady = False  # groups finish, fork or start riding: the next step decides anew
+        for _, _, group in work:
+            if group.is_riding:
+                self._finish_group(group, now_s)
+                continue
+            self._generate_token(group, now_s)
+            if group.is_done:
+                self._finish_group(group, now_s)
+            elif self.rides_clock and group.beam_width == 1:
+                del self._individual[group]
+                self._ride(group)
+
+    def steady_ticks(self) -> int:
+        """After a decode step: how many more steps would repeat its decisions exactly,
+        as long as every sequence can take a slot in bulk (the allocator answers each
+        step) and nothing arrives (the engine watches): every group rides the clock, none
+        finishes before then, nothing is swapped out, and the head of the queue (if any)
+        stays blocked, since memory only shrinks and the batch does not change. 0: none.
+        The engine runs those steps with :meth:`tick` alone (``Engine`` decode spans)."""
+        if not self._steady or self._individual:
+            return 0
+        events = self._finish_events
+        while events and self._ride_id_by_group.get(events[0][1]) != events[0][2]:
+            heapq.heappop(events)
+        if not events:
+            return 0
+        return events[0][0] - self.clock.ticks - 1
+
+    def tick(self, now_s: float) -> None:
+        """One decode step of a steady run (:meth:`steady_ticks`) that ended at ``now_s``:
+        every group advances."""
+        self._tick(now_s)
+
+    def _tick(self, now_s: float) -> None:
+        """Every rider generates a token at ``now_s``: one gap for those that ticked at the
+        last tick too, one each for those that joined since."""
+        self.clock.ticks += 1
+        fresh = self._fresh_riders
+        num_old = self._num_riders - len(fresh)
+        if num_old:
+            self.token_gaps.add_run(now_s - self._last_tick_s, num_old)
+        if fresh:
+            for group in fresh:
+                self.token_gaps.add(now_s - group.last_token_s)
+            fresh.clear()
+        self._last_tick_s = now_s
+
+    def _finish_group(self, group: SequenceGroup, now_s: float) -> None:
+        self._stop_running(group)
+        self._finish(group, now_s)
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.swapped)
 
-    @property
-    def num_running_groups(self) -> int:
-        return len(self.running)
-
     def drain_done(self) -> list[SequenceGroup]:
         """Groups that ended (finished or rejected) since the last call."""
-        done, self._done = self._done, []
+        done = self._done
+        if done:
+            self._done = []
         return done
 
     def stop(self, reason: str) -> list[SequenceGroup]:
         """The run is over (time limit): every group still queued or running is unfinished."""
         left = sorted([*self.waiting, *self.running, *self.swapped], key=by_arrival)
         for group in left:
+            if group.is_riding:
+                group.stop_riding()
             group.status = UNFINISHED
             group.reason = reason
         self.waiting.clear()
-        self.running = []
+        self.running = {}
         self.swapped = []
         return left
 
@@ -158,16 +305,24 @@ class Scheduler(ABC):
                     raise InvariantError(f"group {group.group_id} is in two queues")
                 seen.add(group.group_id)
         for group in self.waiting:
-            if group.seq_ids:
+            if group.seq_ids or group.is_riding:
                 raise InvariantError(
-                    f"waiting group {group.group_id} holds sequences {group.seq_ids}"
+                    f"waiting group {group.group_id} holds sequences {group.seq_ids} "
+                    f"or rides the clock"
                 )
-        live = [s for g in (*self.running, *self.swapped) for s in g.seq_ids]
-        if len(live) != len(set(live)) or set(live) != set(self.target_len_by_seq):
-            raise InvariantError(
-                f"live sequences {sorted(live)} != tracked {sorted(self.target_len_by_seq)}"
-            )
+        if self._num_running_seqs != sum(g.max_num_seqs for g in self.running):
+            raise InvariantError("running sequence count out of date")
+        if not set(self._individual) <= set(self.running):
+            raise InvariantError("a group advanced individually is not running")
+        for group in (*self.running, *self.swapped):
+            if sorted(self.allocator.seq_ids(group.group_id)) != sorted(group.seq_ids):
+                raise InvariantError(
+                    f"group {group.group_id} has sequences {group.seq_ids}, the allocator "
+                    f"{self.allocator.seq_ids(group.group_id)}"
+                )
         for group in self.running:
+            if group.is_riding == (group in self._individual):
+                raise InvariantError(f"group {group.group_id} rides and is advanced by hand")
             if group.is_done:
                 continue
             for seq_id in group.seq_ids:
@@ -180,33 +335,74 @@ class Scheduler(ABC):
 
     # ---- helpers for subclasses -------------------------------------------------------
 
+    def _start_running(self, group: SequenceGroup) -> None:
+        """``group`` holds its memory and is in the batch from this step on."""
+        group.status = RUNNING
+        self.running[group] = None
+        self._num_running_seqs += group.max_num_seqs
+        if self.rides_clock and group.beam_width == 1 and group.num_generated > 0:
+            self._ride(group)
+        else:
+            self._individual[group] = None
+
+    def _stop_running(self, group: SequenceGroup) -> None:
+        del self.running[group]
+        self._num_running_seqs -= group.max_num_seqs
+        if group.is_riding:
+            self._stop_riding(group)
+        else:
+            del self._individual[group]
+
+    def _ride(self, group: SequenceGroup) -> None:
+        group.ride(self.clock)
+        self._num_riders += 1
+        self._fresh_riders[group] = None
+        ride_id = self._next_ride_id
+        self._next_ride_id += 1
+        self._ride_id_by_group[group.group_id] = ride_id
+        done_at = self.clock.ticks + group.output_len - group.num_generated
+        heapq.heappush(self._finish_events, (done_at, group.group_id, ride_id, group))
+
+    def _stop_riding(self, group: SequenceGroup) -> None:
+        if group in self._fresh_riders:
+            del self._fresh_riders[group]
+        else:
+            group.last_token_s = self._last_tick_s  # it ticked at the last tick
+        self._num_riders -= 1
+        group.stop_riding()
+        del self._ride_id_by_group[group.group_id]
+
     def _new_seq_id(self, group: SequenceGroup) -> int:
         seq_id = self._next_seq_id
         self._next_seq_id += 1
         group.seq_ids.append(seq_id)
-        self.target_len_by_seq[seq_id] = group.target_len
         return seq_id
 
     def _free_seq(self, seq_id: int) -> None:
         self.allocator.free(seq_id)
-        del self.target_len_by_seq[seq_id]
 
     def _free_group(self, group: SequenceGroup) -> None:
         for seq_id in reversed(group.seq_ids):
             self._free_seq(seq_id)
         group.seq_ids = []
 
+    def _reject_if_too_many_seqs(self, group: SequenceGroup) -> bool:
+        """Reject the head of ``waiting`` when it forks into more sequences than the cap."""
+        if group.max_num_seqs <= self.spec.max_num_seqs:
+            return False
+        self.waiting.popleft()
+        self._reject(group, too_many_seqs_reason(group.max_num_seqs, self.spec.max_num_seqs))
+        return True
+
     def _admit_head(self) -> AllocStatus:
         """Try the head of the waiting queue against a reserving allocator (Orca, static).
 
         OK: allocated and running; NEVER: rejected with a reason (the caller moves on);
-        LATER: left waiting and ``is_blocked`` set (head-of-line blocking).
+        LATER: left waiting (head-of-line blocking).
         """
         group = self.waiting[0]
         status = self._admission_status(group)
-        if status is AllocStatus.LATER:
-            self.is_blocked = True
-        elif status is AllocStatus.NEVER:
+        if status is AllocStatus.NEVER:
             self.waiting.popleft()
             alloc = self.allocator
             self._reject(
@@ -219,10 +415,9 @@ class Scheduler(ABC):
                     alloc.capacity_slots,
                 ),
             )
-        else:
+        elif status is AllocStatus.OK:
             self.waiting.popleft()
             self._allocate(group)
-            self.running.append(group)
         return status
 
     def _admission_status(self, group: SequenceGroup) -> AllocStatus:
@@ -230,7 +425,8 @@ class Scheduler(ABC):
         return self.allocator.can_allocate(group.alloc_request(-1), true_len)
 
     def _allocate(self, group: SequenceGroup) -> None:
-        """Admit ``group`` (its admission check said OK): one sequence holds the prompt."""
+        """Admit ``group`` (its admission check said OK): one sequence holds the prompt,
+        and it is prefilled in this step."""
         seq_id = self._new_seq_id(group)
         true_len = group.output_len if self.allocator.needs_true_output_len else None
         allocation = self.allocator.allocate(group.alloc_request(seq_id), true_len)
@@ -240,8 +436,12 @@ class Scheduler(ABC):
                 "but allocate returned None"
             )
         group.num_cached_tokens += allocation.num_cached_tokens
-        group.status = RUNNING
         self._prefill_cached[group.group_id] = allocation.num_cached_tokens
+        self._prefilled.append(group)
+        self.running[group] = None
+        self._num_running_seqs += group.max_num_seqs
+        self._individual[group] = None
+        group.status = RUNNING
 
     def _reject(self, group: SequenceGroup, reason: str) -> None:
         """End ``group`` without serving it (it is reported with ``reason``, never lost)."""
@@ -258,47 +458,66 @@ class Scheduler(ABC):
         group.finish_s = now_s
         self._done.append(group)
 
-    def _plan(self, prefill: list[SequenceGroup], decode: list[SequenceGroup]) -> BatchPlan:
-        """The step's BatchPlan; drains the allocator's copies and swaps into it."""
-        new_lens: list[int] = []
-        ctx_lens: list[int] = []
-        for group in prefill:
-            ctx = group.num_prefill_tokens
-            ctx_lens.append(ctx)
-            new_lens.append(ctx - self._prefill_cached.pop(group.group_id, 0))
-        decode_lens = [g.num_context_tokens for g in decode for _ in g.seq_ids]
-        transfers = self.allocator.drain_transfers()
-        self._stepped = [*prefill, *decode]
-        self.is_prefill_step = bool(prefill)
-        self.num_step_groups = len(self._stepped)
-        self.num_decode_groups = len(decode)
-        return BatchPlan(
-            prefill_new_lens=tuple(new_lens),
-            prefill_context_lens=tuple(ctx_lens),
-            decode_context_lens=tuple(decode_lens),
-            num_copied_blocks=transfers.num_copied_blocks,
-            num_swapped_in_blocks=transfers.num_swapped_in_blocks,
-            num_swapped_out_blocks=transfers.num_swapped_out_blocks,
-            block_size=self.allocator.block_size,
-            is_paged=self.allocator.is_paged,
+    def _step(
+        self,
+        *,
+        decode_groups: int,
+        decode: DecodeTotals | tuple[int, int, int] = (0, 0, 0),
+        is_blocked: bool,
+        ticks: bool,
+        steady: bool = False,
+    ) -> Step:
+        """The step's record: the prefills admitted in this schedule(), ``decode_groups``
+        groups decoding with ``decode`` = (sequences, context sum, blocks); drains the
+        allocator's copies and swaps into the plan. ``ticks``: the step advances the
+        groups that ride the clock; ``steady``: see :meth:`steady_ticks`."""
+        alloc = self.allocator
+        self._ticks = ticks
+        self._steady = steady
+        hits = 0
+        if self._prefilled:
+            pre = Prefill()
+            for group in self._prefilled:
+                ctx = group.num_prefill_tokens
+                cached = self._prefill_cached.pop(group.group_id, 0)
+                hits += cached
+                pre.add(ctx - cached, ctx)
+            prefill = (pre.num_seqs, pre.num_tokens, pre.context_sum, pre.scores)
+        else:
+            prefill = (0, 0, 0, 0.0)
+        transfers = alloc.drain_transfers()
+        plan = BatchPlan(
+            *prefill,
+            *decode,
+            transfers.num_copied_blocks,
+            transfers.num_swapped_in_blocks,
+            transfers.num_swapped_out_blocks,
+            alloc.block_size,
+            alloc.is_paged,
+        )
+        return Step(
+            plan,
+            alloc.usage(is_blocked),
+            prefill[0] + decode_groups,
+            decode_groups,
+            len(self.waiting),
+            len(self.running),
+            len(self.swapped),
+            is_blocked,
+            hits,
         )
 
     def _append_slots(self, group: SequenceGroup) -> None:
         for seq_id in group.seq_ids:
             self.allocator.append_slot(seq_id)
 
-    def _advance(self, group: SequenceGroup, now_s: float) -> None:
-        """One token per sequence, then finish the group or fork (module docstring)."""
-        if group.status != RUNNING:
-            return
-        self._generate_token(group, now_s)
-        if group.is_done:
-            self._finish(group, now_s)
-
     def _generate_token(self, group: SequenceGroup, now_s: float) -> None:
         group.num_generated += 1
         if math.isnan(group.first_token_s):  # a recomputed group keeps its first-token time
             group.first_token_s = now_s
+        else:
+            self.token_gaps.add(now_s - group.last_token_s)
+        group.last_token_s = now_s
         if group.is_done:
             return
         if group.beam_width > 1:

@@ -19,41 +19,56 @@ Accounting choices (FasterTransformer returns a batch's results together):
 from __future__ import annotations
 
 from pagesim.allocators.base import AllocStatus
-from pagesim.simulator.plan import BatchPlan
-from pagesim.simulator.request import SequenceGroup
-from pagesim.simulator.schedulers.base import Scheduler
+from pagesim.simulator.schedulers.base import Scheduler, Step
 
 
 class StaticScheduler(Scheduler):
     kind = "static"
+    needs_paged = False
+    pairing_note = "it reserves each request's memory at admission and never preempts"
 
-    def schedule(self, now_s: float) -> BatchPlan:
-        self.is_blocked = False
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: the groups decoding in the current step (a finished request stops computing)
+        self._decoding: list = []
+
+    def schedule(self, now_s: float) -> Step:
         if not self.running:
-            return self._plan(prefill=self._take_batch(), decode=[])
+            is_blocked = self._take_batch()
+            return self._step(decode_groups=0, is_blocked=is_blocked, ticks=False)
         decode = [g for g in self.running if not g.is_done]
+        num_seqs = num_slots = 0
         for group in decode:
             self._append_slots(group)
-        return self._plan(prefill=[], decode=decode)
+            num_seqs += len(group.seq_ids)
+            num_slots += len(group.seq_ids) * group.num_context_tokens
+        self._decoding = decode
+        # a contiguous cache: one region (block) per sequence
+        return self._step(
+            decode_groups=len(decode),
+            decode=(num_seqs, num_slots, num_seqs),
+            is_blocked=False,
+            ticks=False,
+        )
 
-    def finish_step(self, plan: BatchPlan, now_s: float) -> None:
-        for group in self._stepped:
+    def finish_step(self, step: Step, now_s: float) -> None:
+        for group in [*self._prefilled, *self._decoding]:
             self._generate_token(group, now_s)
-        self._stepped = []
+        self._prefilled = []
+        self._decoding = []
         if all(g.is_done for g in self.running):
-            for group in self.running:
+            for group in list(self.running):
+                self._stop_running(group)
                 self._finish(group, now_s)
-            self.running = []
 
-    def _take_batch(self) -> list[SequenceGroup]:
+    def _take_batch(self) -> bool:
+        """A new batch FCFS; True if it stopped on a request waiting for memory (LATER)."""
         limit = self.spec.max_batch_size
-        batch: list[SequenceGroup] = []
-        while self.waiting and (limit is None or len(batch) < limit):
-            group = self.waiting[0]
+        num_taken = 0
+        while self.waiting and (limit is None or num_taken < limit):
             status = self._admit_head()
             if status is AllocStatus.LATER:
-                break
-            if status is AllocStatus.NEVER:
-                continue
-            batch.append(group)
-        return batch
+                return True
+            if status is AllocStatus.OK:
+                num_taken += 1
+        return False

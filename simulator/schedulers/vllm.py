@@ -32,6 +32,12 @@ Scenario: FCFS; a step is all-prefill or all-decode.
    this decode step. No new admissions while anything is swapped out.
 
 The allocator's copies and swaps since the previous step go into the BatchPlan.
+
+Speed: step 2 first asks the allocator whether every running sequence can take a slot
+whichever order the groups are visited in (``can_append_all``); if so it appends to all
+of them in bulk, and only otherwise visits the groups one by one. Running groups ride
+the decode clock (``schedulers.base``), so a decode step with nothing to admit, swap or
+finish is O(1).
 ``is_blocked`` (for the memory accounting) is True after a step in which a request
 waited for memory it could not get: admission stopped on LATER, a swapped group
 could not come back, or a group was preempted.
@@ -43,9 +49,8 @@ from collections import deque
 
 from pagesim.allocators.base import AllocStatus
 from pagesim.errors import InvariantError
-from pagesim.simulator.plan import BatchPlan
-from pagesim.simulator.request import RUNNING, SWAPPED, WAITING, SequenceGroup
-from pagesim.simulator.schedulers.base import Scheduler, by_arrival
+from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
+from pagesim.simulator.schedulers.base import Scheduler, Step, by_arrival
 
 
 def prompt_limit_reason(num_tokens: int, prompt_limit: int) -> str:
@@ -68,27 +73,43 @@ SWAP_IN_NEVER = "aborted: the swapped-out group can never fit back on the GPU"
 
 class VllmScheduler(Scheduler):
     kind = "vllm"
+    needs_paged = True
+    pairing_note = "it preempts and swaps blocks"
+    rides_clock = True
 
-    def schedule(self, now_s: float) -> BatchPlan:
-        self.is_blocked = False
+    def schedule(self, now_s: float) -> Step:
+        is_blocked = False
         if not self.swapped:
-            admitted = self._admit()
+            admitted, is_blocked = self._admit()
             if admitted:
-                return self._plan(prefill=admitted, decode=[])
-        preempted = self._reserve_decode_slots()
-        if not preempted:
-            self._swap_in()
-        return self._plan(prefill=[], decode=self.running)
+                return self._step(decode_groups=0, is_blocked=is_blocked, ticks=False)
+        is_bulk = self.allocator.can_append_all()
+        preempted = self._reserve_decode_slots(is_bulk)
+        if preempted or self._swap_in():
+            is_blocked = True
+        return self._step(
+            decode_groups=len(self.running),
+            decode=self.allocator.decode_totals(),
+            is_blocked=is_blocked,
+            ticks=True,
+            # memory only shrinks in bulk decode steps: a head that waits for it (LATER)
+            # keeps waiting, but one held back by a cap may find memory short later
+            steady=is_bulk
+            and not self.swapped
+            and not self._swapped_in
+            and (is_blocked or not self.waiting),
+        )
 
     # ---- 1. admission --------------------------------------------------------------
 
-    def _admit(self) -> list[SequenceGroup]:
+    def _admit(self) -> tuple[list[SequenceGroup], bool]:
+        """Groups admitted from the head of ``waiting``, and whether it stopped on LATER."""
         if not self.waiting:
-            return []
+            return [], False
         spec = self.spec
         prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
         num_batched_tokens = 0
-        num_curr_seqs = sum(g.max_num_seqs for g in self.running)
+        num_curr_seqs = self._num_running_seqs
         admitted: list[SequenceGroup] = []
         while self.waiting:
             group = self.waiting[0]
@@ -97,17 +118,11 @@ class VllmScheduler(Scheduler):
                 self.waiting.popleft()
                 self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
                 continue
-            if group.max_num_seqs > spec.max_num_seqs:
-                self.waiting.popleft()
-                self._reject(
-                    group,
-                    f"{group.max_num_seqs} sequences exceed scheduler.max_num_seqs = {spec.max_num_seqs}",
-                )
+            if self._reject_if_too_many_seqs(group):
                 continue
             status = self._admission_status(group)
             if status is AllocStatus.LATER:
-                self.is_blocked = True
-                break
+                return admitted, True
             if status is AllocStatus.NEVER:
                 self.waiting.popleft()
                 self._reject(group, never_fits_reason(num_tokens, self.allocator.capacity_slots))
@@ -118,20 +133,25 @@ class VllmScheduler(Scheduler):
                 break
             self.waiting.popleft()
             self._allocate(group)
-            self.running.append(group)
             admitted.append(group)
             num_batched_tokens += num_tokens
             num_curr_seqs += group.max_num_seqs
-        return admitted
+        return admitted, False
 
     # ---- 2. decode slots and preemption ----------------------------------------------
 
-    def _reserve_decode_slots(self) -> bool:
-        """Give every running sequence one more slot, preempting from the tail; True if any preempted."""
+    def _reserve_decode_slots(self, is_bulk: bool) -> bool:
+        """Give every running sequence one more slot, preempting from the tail; True if any
+        preempted. ``is_bulk``: the allocator said every sequence can take one (in bulk)."""
+        alloc = self.allocator
+        if is_bulk:
+            if self.running:
+                alloc.append_slot_all()
+            return False
         queue = deque(sorted(self.running, key=by_arrival))
         kept: list[SequenceGroup] = []
         preempted = False
-        can_append = self.allocator.can_append_slots
+        can_append = alloc.can_append_slots
         while queue:
             group = queue.popleft()
             while not can_append(group.group_id):
@@ -144,14 +164,13 @@ class VllmScheduler(Scheduler):
             else:
                 self._append_slots(group)
                 kept.append(group)
-        self.running = kept
-        if preempted:
-            self.is_blocked = True
+        self.running = dict.fromkeys(kept)
         return preempted
 
     def _preempt(self, group: SequenceGroup) -> None:
         group.num_preemptions += 1
         self.num_preemptions += 1
+        self._stop_running(group)
         mode = self.spec.preemption_mode
         if mode == "swap" or group.is_multi_seq:
             self._preempt_by_swap(group)
@@ -173,17 +192,17 @@ class VllmScheduler(Scheduler):
 
     # ---- 3. swap in --------------------------------------------------------------------
 
-    def _swap_in(self) -> None:
+    def _swap_in(self) -> bool:
+        """Swapped groups come back FCFS; True if one had to stay out for memory (LATER)."""
         if not self.swapped:
-            return
+            return False
         self.swapped.sort(key=by_arrival)
-        num_curr_seqs = sum(g.max_num_seqs for g in self.running)
+        num_curr_seqs = self._num_running_seqs
         while self.swapped:
             group = self.swapped[0]
             status = self.allocator.can_swap_in(group.group_id)
             if status is AllocStatus.LATER:
-                self.is_blocked = True
-                break
+                return True
             if status is AllocStatus.NEVER:
                 self.swapped.pop(0)
                 self._reject(group, SWAP_IN_NEVER)
@@ -192,12 +211,13 @@ class VllmScheduler(Scheduler):
                 break
             self.swapped.pop(0)
             self.allocator.swap_in(group.group_id)
-            group.status = RUNNING
             self._append_slots(group)
-            self.running.append(group)
+            self._start_running(group)
+            self._swapped_in.append(group)
             num_curr_seqs += group.max_num_seqs
+        return False
 
     def check_invariants(self) -> None:
         super().check_invariants()
-        if self.swapped and self.is_prefill_step:
+        if self.swapped and self._prefilled:
             raise InvariantError("vllm: groups were admitted while others are swapped out")

@@ -8,7 +8,7 @@ from pagesim.allocators import AllocRequest, AllocStatus, ContiguousAllocator, M
 from pagesim.errors import AllocatorError, ConfigError
 
 
-def req(group_id, prompt_len, *, num_tokens=None, max_num_seqs=1, seq_id=None):
+def req(group_id, prompt_len, *, num_tokens=None, max_num_seqs=1, seq_id=None, target_len=0):
     return AllocRequest(
         group_id=group_id,
         seq_id=group_id if seq_id is None else seq_id,
@@ -16,6 +16,7 @@ def req(group_id, prompt_len, *, num_tokens=None, max_num_seqs=1, seq_id=None):
         num_tokens=prompt_len if num_tokens is None else num_tokens,
         segments=((group_id, prompt_len),),
         max_num_seqs=max_num_seqs,
+        target_len=target_len,
     )
 
 
@@ -58,13 +59,14 @@ def test_never_later_ok_and_buddy_padding_in_usage():
     # 64 granules of 16 slots = 1024 slots; Oracle 100 + 60 = 160 slots = 10 granules -> 16 (buddy)
     alloc = ContiguousAllocator(policy="oracle", capacity_slots=1024, max_model_len=2048)
     assert alloc.can_allocate(req(0, 1000), true_output_len=100) is AllocStatus.NEVER
+    targets = {0: 160, 1: 150, 2: 160, 3: 160}  # final lengths (hindsight accounting)
     for g in range(4):
-        assert alloc.allocate(req(g, 100), true_output_len=60) is not None
+        assert alloc.allocate(req(g, 100, target_len=targets[g]), true_output_len=60) is not None
     assert alloc.can_allocate(req(4, 600), true_output_len=100) is AllocStatus.LATER
     assert alloc.allocate(req(4, 600), true_output_len=100) is None
     for _ in range(10):
         alloc.append_slot(0)
-    u = alloc.usage({0: 160, 1: 150, 2: 160, 3: 160}, is_blocked=True)
+    u = alloc.usage(is_blocked=True)
     assert u == MemoryUsage(
         capacity_slots=1024,
         token_slots=4 * 100 + 10,
@@ -73,7 +75,8 @@ def test_never_later_ok_and_buddy_padding_in_usage():
         external_frag_slots=4 * (256 - 160) + (1024 - 4 * 256),  # padding + free (blocked)
         unused_slots=0,
     )
-    assert alloc.usage({0: 160, 1: 150, 2: 160, 3: 160}, is_blocked=False).unused_slots == 0
+    assert alloc.usage(is_blocked=False).unused_slots == 0
+    alloc.check_invariants()
 
 
 def test_append_past_reservation_is_an_error():
@@ -121,17 +124,16 @@ def test_bad_input_names_the_problem():
     alloc.free(5)
     with pytest.raises(AllocatorError, match="unknown sequence 5 \\(already freed\\)"):
         alloc.free(5)
-    with pytest.raises(AllocatorError, match="no target length"):
-        alloc.allocate(req(6, 10))
-        alloc.usage({}, is_blocked=False)
+    with pytest.raises(AllocatorError, match="target_len >= 0"):
+        alloc.allocate(req(6, 10, target_len=-1))
 
 
 def test_first_fit_placement_does_not_round_to_powers_of_two():
     alloc = ContiguousAllocator(
         policy="oracle", capacity_slots=1024, max_model_len=2048, placement="first_fit"
     )
-    for g in range(6):
-        assert alloc.allocate(req(g, 100), true_output_len=60) is not None  # 10 granules each
-    u = alloc.usage({g: 160 for g in range(6)}, is_blocked=False)
+    for g in range(6):  # 10 granules each
+        assert alloc.allocate(req(g, 100, target_len=160), true_output_len=60) is not None
+    u = alloc.usage(is_blocked=False)
     assert u.external_frag_slots == 0
     assert u.unused_slots == 1024 - 6 * 160

@@ -93,27 +93,27 @@ def test_can_append_slots_needs_a_block_per_running_sequence(req):
 
 def test_usage_counts_shared_blocks_once_and_splits_the_last_block(req):
     alloc = paged(8)
-    alloc.allocate(req(0, 6, seq_id=10))  # blocks 0 (full), 1 (2 of 4)
+    alloc.allocate(req(0, 6, seq_id=10, target_len=20))  # blocks 0 (full), 1 (2 of 4)
     alloc.fork(10, 11)
-    alloc.allocate(req(1, 3))  # block 2 (3 of 4)
-    u = alloc.usage({10: 7, 11: 20, 1: 3}, is_blocked=False)
+    alloc.allocate(req(1, 3, target_len=3))  # block 2 (3 of 4)
+    u = alloc.usage(is_blocked=False)
     assert u == MemoryUsage(
         capacity_slots=32,
         token_slots=4 + 2 + 3,
-        reserved_slots=2,  # block 1: seq 11 fills it to 4
+        reserved_slots=2,  # block 1: the forks fill it to 4
         internal_frag_slots=1,  # block 2: seq 1 stops at 3
         external_frag_slots=0,
         unused_slots=5 * 4,
         shared_saved_slots=2 * 4,  # seqs 10 and 11 share blocks 0 and 1
     )
-    blocked = alloc.usage({10: 7, 11: 20, 1: 3}, is_blocked=True)
+    blocked = alloc.usage(is_blocked=True)
     assert (blocked.external_frag_slots, blocked.unused_slots) == (20, 0)
 
 
 def test_pool_not_a_multiple_of_the_block_size_counts_the_rest_as_external():
     alloc = PagedAllocator(capacity_slots=30, block_size=8)
     assert alloc.num_total_blocks == 3
-    assert alloc.usage({}, is_blocked=False).external_frag_slots == 6
+    assert alloc.usage(is_blocked=False).external_frag_slots == 6
 
 
 def test_bad_input_names_the_problem(req):
@@ -135,8 +135,8 @@ def test_bad_input_names_the_problem(req):
         alloc.allocate(req(6, 2, seq_id=5))
     with pytest.raises(AllocatorError, match="child sequence 5 already exists"):
         alloc.fork(5, 5)
-    with pytest.raises(AllocatorError, match="no target length given for live sequence 5"):
-        alloc.usage({}, is_blocked=False)
+    with pytest.raises(AllocatorError, match="target_len >= 0"):
+        alloc.allocate(req(7, 2, target_len=-1))
 
 
 def test_usage_reports_what_sharing_saves(req):
@@ -144,15 +144,50 @@ def test_usage_reports_what_sharing_saves(req):
     3 physically, so sharing saves 6 blocks = 24 slots. A copy-on-write append turns one
     shared block into a private one and the saving drops by one block."""
     alloc = paged(16, block_size=4)
-    alloc.allocate(req(0, 9, max_num_seqs=3))
-    assert alloc.usage({0: 12}, False).shared_saved_slots == 0
+    alloc.allocate(req(0, 9, max_num_seqs=3, target_len=12))
+    assert alloc.usage(False).shared_saved_slots == 0
     alloc.fork(0, 1)
     alloc.fork(0, 2)
-    usage = alloc.usage({0: 12, 1: 12, 2: 12}, False)
+    usage = alloc.usage(False)
     assert usage.shared_saved_slots == 6 * 4
     assert usage.held_slots == 3 * 4
     alloc.append_slot(1)  # the shared last block is copied for sequence 1
-    assert alloc.usage({0: 12, 1: 12, 2: 12}, False).shared_saved_slots == 5 * 4
+    assert alloc.usage(False).shared_saved_slots == 5 * 4
     alloc.free(2)
     alloc.free(1)
-    assert alloc.usage({0: 12}, False).shared_saved_slots == 0
+    assert alloc.usage(False).shared_saved_slots == 0
+
+
+def test_bulk_append_is_per_sequence_append_for_every_sequence(req):
+    """append_slot_all has the effect of append_slot on every sequence: the same slots,
+    block counts, copies and usage, with forks (exact sequences) among lockstep ones."""
+
+    def build():
+        alloc = paged(32, block_size=4)
+        alloc.allocate(req(0, 5, target_len=13))
+        alloc.allocate(req(1, 8, seq_id=10, max_num_seqs=2, target_len=20))
+        alloc.allocate(req(2, 3, target_len=6))
+        alloc.fork(10, 11)  # block 1 of seq 10 is full: both stay in lockstep
+        alloc.append_slot(10)
+        alloc.append_slot(11)
+        alloc.fork(11, 12)  # a partly filled shared block: 11 and 12 become exact
+        return alloc
+
+    bulk, each = build(), build()
+    assert not bulk.is_lockstep(11) and not bulk.is_lockstep(12) and bulk.is_lockstep(0)
+    seqs = (0, 10, 11, 12, 2)
+    for _ in range(3):
+        assert bulk.can_append_all()
+        bulk.append_slot_all()
+        for s in seqs:
+            each.append_slot(s)
+        for alloc in (bulk, each):
+            alloc.check_invariants()
+        assert [bulk.num_slots(s) for s in seqs] == [each.num_slots(s) for s in seqs]
+        assert [len(bulk.block_table(s)) for s in seqs] == [len(each.block_table(s)) for s in seqs]
+        assert bulk.usage(False) == each.usage(False)
+        assert bulk.decode_totals() == each.decode_totals()
+        assert bulk.drain_transfers() == each.drain_transfers()
+    assert all(bulk.is_lockstep(s) for s in seqs)
+    # only seq 2 (6 of 6 tokens) holds its final block: 2 of its 4 slots are never filled
+    assert bulk.usage(False).internal_frag_slots == 2

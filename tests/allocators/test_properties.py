@@ -3,8 +3,10 @@
 After every operation: ``check_invariants()`` (reference counts = tables holding the
 block, free/evictable/held partition the pool, ...), the usage breakdown sums to the
 capacity (MemoryUsage checks on construction), free + held = total, and each
-sequence's length matches a shadow model. At the end everything is freed and the
-pools must be whole again.
+sequence's length matches a shadow model. The operations mix per-sequence appends
+with the bulk append of every sequence (``append_slot_all``, taken when
+``can_append_all`` says so, which must imply every group's ``can_append_slots``).
+At the end everything is freed and the pools must be whole again.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from hypothesis import strategies as st
 from pagesim.allocators import AllocRequest, AllocStatus, ContiguousAllocator, PagedAllocator
 
 OPS = st.lists(
-    st.tuples(st.integers(0, 5), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=80
+    st.tuples(st.integers(0, 6), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=80
 )
+#: every group's final length: its prompt plus this many tokens (appends stop there)
+HEADROOM = 24
 
 
 def _segments(pick: int, prompt_len: int) -> tuple[tuple[int, int], ...]:
@@ -33,6 +37,7 @@ class Shadow:
     def __init__(self) -> None:
         self.num_tokens_by_seq: dict[int, int] = {}
         self.group_by_seq: dict[int, int] = {}
+        self.target_by_group: dict[int, int] = {}
         self.swapped_group_ids: set[int] = set()
         self.next_id = 0
 
@@ -42,6 +47,26 @@ class Shadow:
 
     def seqs_of(self, group_id: int) -> list[int]:
         return [s for s, g in self.group_by_seq.items() if g == group_id]
+
+    def has_room(self, seq_ids) -> bool:
+        """Every listed sequence is below its group's final length."""
+        return all(
+            self.num_tokens_by_seq[s] < self.target_by_group[self.group_by_seq[s]] for s in seq_ids
+        )
+
+    def on_gpu(self) -> list[int]:
+        return [s for s, g in self.group_by_seq.items() if g not in self.swapped_group_ids]
+
+    def bulk_append(self, alloc) -> None:
+        """``append_slot_all`` when the allocator says it can, and every sequence has room."""
+        seq_ids = self.on_gpu()
+        if not alloc.can_append_all() or not self.has_room(seq_ids):
+            return
+        groups = {self.group_by_seq[s] for s in seq_ids}
+        assert all(alloc.can_append_slots(g) for g in groups)
+        alloc.append_slot_all()
+        for s in seq_ids:
+            self.num_tokens_by_seq[s] += 1
 
     def drop(self, seq_id: int) -> None:
         del self.num_tokens_by_seq[seq_id]
@@ -54,12 +79,17 @@ def _check(alloc, shadow: Shadow) -> None:
     alloc.check_invariants()
     for seq_id, n in shadow.num_tokens_by_seq.items():
         assert alloc.num_slots(seq_id) == n
-    targets = {s: n + 3 for s, n in shadow.num_tokens_by_seq.items()}
+    targets = {s: shadow.target_by_group[g] for s, g in shadow.group_by_seq.items()}
     for is_blocked in (False, True):
-        u = alloc.usage(targets, is_blocked)
+        u = alloc.usage(is_blocked)
         assert u.capacity_slots == alloc.capacity_slots
+    totals = alloc.decode_totals()
+    on_gpu = shadow.on_gpu()
+    assert totals.num_seqs == len(on_gpu)
+    assert totals.num_slots == sum(shadow.num_tokens_by_seq[s] for s in on_gpu)
     if isinstance(alloc, PagedAllocator):
-        u = alloc.usage(targets, False)
+        assert totals.num_blocks == sum(len(alloc.block_table(s)) for s in on_gpu)
+        u = alloc.usage(False)
         assert (u.token_slots, u.reserved_slots, u.internal_frag_slots) == _paged_usage_by_scan(
             alloc, shadow, targets
         )
@@ -88,7 +118,15 @@ def _run_paged(alloc: PagedAllocator, ops) -> Shadow:
         if op == 0 or not live:
             prompt_len = 1 + a % 14
             group_id = seq_id = shadow.new_id()
-            r = AllocRequest(group_id, seq_id, prompt_len, prompt_len, _segments(b, prompt_len))
+            target = prompt_len + HEADROOM
+            r = AllocRequest(
+                group_id,
+                seq_id,
+                prompt_len,
+                prompt_len,
+                _segments(b, prompt_len),
+                target_len=target,
+            )
             status = alloc.can_allocate(r)
             got = alloc.allocate(r)
             assert (got is not None) == (status is AllocStatus.OK)
@@ -96,11 +134,15 @@ def _run_paged(alloc: PagedAllocator, ops) -> Shadow:
                 assert 0 <= got.num_cached_tokens < prompt_len
                 shadow.num_tokens_by_seq[seq_id] = prompt_len
                 shadow.group_by_seq[seq_id] = group_id
+                shadow.target_by_group[group_id] = target
+        elif op == 6:
+            shadow.bulk_append(alloc)
         else:
             seq_id = live[a % len(live)]
             group_id = shadow.group_by_seq[seq_id]
             is_swapped = group_id in shadow.swapped_group_ids
-            if op == 1 and not is_swapped and alloc.can_append_slots(group_id):
+            room = shadow.has_room(shadow.seqs_of(group_id))
+            if op == 1 and not is_swapped and room and alloc.can_append_slots(group_id):
                 for s in shadow.seqs_of(group_id):
                     alloc.append_slot(s)
                     shadow.num_tokens_by_seq[s] += 1
@@ -147,7 +189,7 @@ def test_paged_random_operations_keep_every_invariant(
     alloc.check_invariants()
     assert alloc.num_free_blocks == alloc.num_total_blocks
     assert alloc.num_cpu_free_blocks == alloc.num_cpu_total_blocks
-    assert alloc.usage({}, is_blocked=False).unused_slots == num_blocks * block_size
+    assert alloc.usage(is_blocked=False).unused_slots == num_blocks * block_size
 
 
 @settings(max_examples=200, deadline=None)
@@ -171,18 +213,31 @@ def test_contiguous_random_operations_keep_every_invariant(ops, policy, placemen
         if op == 0 or not live:
             prompt_len = 1 + a % 20
             group_id = seq_id = shadow.new_id()
-            r = AllocRequest(group_id, seq_id, prompt_len, prompt_len, (), max_num_seqs=1 + b % 3)
             true_output_len = b % 13
+            target = prompt_len + true_output_len
+            r = AllocRequest(
+                group_id,
+                seq_id,
+                prompt_len,
+                prompt_len,
+                (),
+                max_num_seqs=1 + b % 3,
+                target_len=target,
+            )
             status = alloc.can_allocate(r, true_output_len)
             got = alloc.allocate(r, true_output_len)
             assert (got is not None) == (status is AllocStatus.OK)
             if got is not None:
                 shadow.num_tokens_by_seq[seq_id] = prompt_len
                 shadow.group_by_seq[seq_id] = group_id
+                shadow.target_by_group[group_id] = target
+        elif op == 6:
+            shadow.bulk_append(alloc)
         else:
             seq_id = live[a % len(live)]
             group_id = shadow.group_by_seq[seq_id]
-            if op in (1, 4) and alloc.can_append_slots(group_id):
+            room = shadow.has_room(shadow.seqs_of(group_id))
+            if op in (1, 4) and room and alloc.can_append_slots(group_id):
                 for s in shadow.seqs_of(group_id):
                     alloc.append_slot(s)
                     shadow.num_tokens_by_seq[s] += 1

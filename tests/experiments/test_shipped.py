@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pagesim.cli import main
 from pagesim.experiments.docs import experiments_reference
 from pagesim.experiments.runner import run_experiment
 from pagesim.experiments.shipped import resolve_experiment, shipped_experiments
@@ -18,6 +19,8 @@ EXPECTED = {
     "shared_prefix", "chatbot", "block_size_sweep", "swap_vs_recompute", "watermark_sweep",
     "azure_replay",
 }  # fmt: skip
+#: Experiments on external data: the workloads they read and the shared files those come from.
+EXTERNAL = {"azure_replay": [("azure-conv", ("azure_llm_2023", "conv.csv"))]}
 #: Charts the current simulator cannot give, and why (reported in summary.md, never hidden).
 KNOWN_UNAVAILABLE = {("parallel_sampling", "sharing_savings"), ("beam_search", "sharing_savings")}
 
@@ -33,6 +36,15 @@ def test_shipped_experiment_validates(name):
     assert full.name == name and quick.charts
 
 
+def test_external_data_experiment_says_what_to_fetch(tmp_path, capsys):
+    """On a fresh clone (an empty data folder) azure_replay stops with the one-line hint."""
+    code = main(["run", "azure_replay", "--quick", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "AzureLLMInferenceTrace_conv.csv" in err[0]
+    assert "pagesim workload prepare azure-conv --source" in err[0]
+
+
 def test_short_name_resolves_to_package_data():
     assert resolve_experiment("memory_waste").name == "memory_waste.yaml"
 
@@ -46,7 +58,9 @@ def test_docs_reference_is_generated_from_the_schema():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_shipped_experiment_runs_quick(name, tmp_path):
+def test_shipped_experiment_runs_quick(name, tmp_path, shared_data):
+    for workload, parts in EXTERNAL.get(name, []):
+        assert main(["workload", "prepare", workload, "--source", str(shared_data(*parts))]) == 0
     spec = load_experiment(name, quick=True)
     out = run_experiment(spec, tmp_path, jobs=2, progress=False, source=name)
     results = pd.read_csv(tmp_path / "results.csv")

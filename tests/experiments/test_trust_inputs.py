@@ -8,6 +8,7 @@ synthetic or CSV workloads (well under a second each) unless the fake one suffic
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -53,7 +54,7 @@ def test_edited_profile_is_not_served_from_cache(write_doc, tmp_path):
 
 
 def test_re_prepared_table_is_not_served_from_cache(write_doc, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PAGESIM_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setenv("PAGESIM_DATA", str(tmp_path / "user"))
     rows = [(i * 0.1, 50 + i, 20 + i) for i in range(30)]
     source = csv_trace(tmp_path / "conv.csv", rows)
     assert cli(capsys, "workload", "prepare", "azure-conv", "--source", str(source))[0] == 0
@@ -161,19 +162,23 @@ def test_step_cost_source_in_results_summary_and_charts(write_doc, tmp_path):
 
 
 def test_prepare_writes_user_folder_not_package_and_says_replaced(tmp_path, monkeypatch, capsys):
+    """Before: ``prepare sharegpt`` without --out overwrote the shipped table in place."""
+    pytest.importorskip("tokenizers")
+    from pagesim.workloads.lengthtable import load_table
     from pagesim.workloads.registry import DATA_DIR, WORKLOADS
 
-    monkeypatch.setenv("PAGESIM_USER_DIR", str(tmp_path / "user"))
-    shipped = (DATA_DIR / "azure_conv.npz").read_bytes()
-    source = csv_trace(tmp_path / "c.csv", [(i * 0.1, 50, 20) for i in range(10)])
-    code, out, err = cli(capsys, "workload", "prepare", "azure-conv", "--source", str(source))
+    monkeypatch.setenv("PAGESIM_DATA", str(tmp_path / "user"))
+    shipped = (DATA_DIR / "sharegpt.npz").read_bytes()
+    source = Path(__file__).parents[1] / "workloads" / "data" / "sharegpt_sample.json"
+    code, out, err = cli(capsys, "workload", "prepare", "sharegpt", "--source", str(source))
     assert code == 0 and "replaced" not in err
-    target = tmp_path / "user" / "workloads" / "azure_conv.npz"
+    target = tmp_path / "user" / "sharegpt.npz"
     assert target.is_file() and str(target) in out
-    assert (DATA_DIR / "azure_conv.npz").read_bytes() == shipped
-    assert WORKLOADS["azure-conv"].table_path == target
-    code, _, err = cli(capsys, "workload", "prepare", "azure-conv", "--source", str(source))
-    assert code == 0 and f"replaced {target} (was 10 rows)" in err
+    assert (DATA_DIR / "sharegpt.npz").read_bytes() == shipped
+    assert WORKLOADS["sharegpt"].table_path == target  # runs read the prepared table
+    num_rows = len(load_table(target))
+    code, _, err = cli(capsys, "workload", "prepare", "sharegpt", "--source", str(source))
+    assert code == 0 and f"replaced {target} (was {num_rows} rows)" in err
 
 
 @pytest.mark.parametrize(
@@ -181,7 +186,7 @@ def test_prepare_writes_user_folder_not_package_and_says_replaced(tmp_path, monk
     [([], "no rows after the header"), ([(0.0, 3000, 10), (1.0, 2, 5)], "passes the default")],
 )
 def test_prepare_refuses_empty_or_unusable_tables(tmp_path, monkeypatch, capsys, rows, needle):
-    monkeypatch.setenv("PAGESIM_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setenv("PAGESIM_DATA", str(tmp_path / "user"))
     source = csv_trace(tmp_path / "c.csv", rows)
     code, _, err = cli(capsys, "workload", "prepare", "azure-conv", "--source", str(source))
     assert code == 2 and needle in err
@@ -237,11 +242,12 @@ def test_yaml_12_numbers(write_doc, tmp_path):
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_run_failing_inside_a_sweep_names_its_point(write_doc, tmp_path, capsys, jobs):
+    trace = csv_trace(tmp_path / "t.csv", [(i * 0.1, 50, 20) for i in range(10)])
     doc = synthetic_doc()
-    doc["base"]["workload"] = {"name": "azure-conv", "num_requests": 5, "replace": False}
+    doc["base"]["workload"] = {"name": "csv", "path": str(trace), "replace": False}
     doc["sweep"] = {"grid": {"workload.num_requests": [5, 10**6]}}
     code, _, err = cli(capsys, "run", str(write_doc(doc)), "--out", str(tmp_path / "o"),
-                        "--jobs", jobs)  # fmt: skip
+                       "--jobs", jobs)  # fmt: skip
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "point p001 (1000000) seed 0: workload.num_requests = 1000000" in err
 
@@ -258,7 +264,7 @@ def test_simulate_command_with_nothing_served_is_an_error(tmp_path, capsys):
 
 def test_prepare_refuses_a_nearly_fully_truncated_sharegpt(tmp_path, monkeypatch, capsys):
     pytest.importorskip("tokenizers")
-    monkeypatch.setenv("PAGESIM_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setenv("PAGESIM_DATA", str(tmp_path / "user"))
     record = {"id": "a", "conversations": [{"from": "human", "value": "Hello there, how are you"},
                                            {"from": "gpt", "value": "Fine, thank you very much"}]}  # fmt: skip
     whole = json.dumps(record)

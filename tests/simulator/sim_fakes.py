@@ -7,8 +7,6 @@ story test. ``constant_step`` is a cost model whose every step takes the same ti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import pandas as pd
 
@@ -16,8 +14,8 @@ from pagesim.allocators.base import (
     Allocation,
     AllocRequest,
     AllocStatus,
+    DecodeTotals,
     KVAllocator,
-    MemoryUsage,
     Transfers,
 )
 from pagesim.errors import AllocatorError, InvariantError
@@ -182,7 +180,17 @@ class TinyPaged(KVAllocator):
         self.copies = self.swap_in_blocks = self.swap_out_blocks = 0
         return out
 
-    def usage(self, target_len_by_seq: Mapping[int, int], is_blocked: bool) -> MemoryUsage:
+    def seq_ids(self, group_id: int) -> tuple[int, ...]:
+        return tuple(s for s, g in self.group_of.items() if g == group_id)
+
+    def decode_totals(self) -> DecodeTotals:
+        return DecodeTotals(
+            len(self.table),
+            sum(self.length[s] for s in self.table),
+            sum(map(len, self.table.values())),
+        )
+
+    def usage_slots(self, is_blocked: bool) -> tuple[int, int, int, int, int, int]:
         fill: dict[int, int] = {}
         for s, table in self.table.items():
             for i, block in enumerate(table):
@@ -191,14 +199,7 @@ class TinyPaged(KVAllocator):
         tokens = sum(fill.values())
         held = len(fill) * self._block_size
         free = len(self.free_ids) * self._block_size
-        return MemoryUsage(
-            capacity_slots=self.capacity_slots,
-            token_slots=tokens,
-            reserved_slots=0,
-            internal_frag_slots=held - tokens,
-            external_frag_slots=free if is_blocked else 0,
-            unused_slots=0 if is_blocked else free,
-        )
+        return (tokens, 0, held - tokens, free if is_blocked else 0, 0 if is_blocked else free, 0)
 
     def check_invariants(self) -> None:
         counts = [0] * self._num_blocks

@@ -36,8 +36,13 @@ def tiny() -> CostModel:
     return CostModel(OPT13B, A100, load_profile(FIXTURE))
 
 
-def _reference_step_time_s(model, profile, plan: BatchPlan) -> float:
-    """The documented sum, written plainly with Term.time_s on the shared features (TP 1)."""
+def _reference_step_time_s(model, profile, lens: dict) -> float:
+    """The documented sum, written plainly with Term.time_s on the shared features (TP 1),
+    from the per-sequence lengths the plan ``BatchPlan.from_lens(**lens)`` totals."""
+    plan = BatchPlan.from_lens(**lens)
+    prefill_new_lens = lens.get("prefill_new_lens", ())
+    prefill_context_lens = lens.get("prefill_context_lens", prefill_new_lens)
+    decode_context_lens = lens.get("decode_context_lens", ())
     term = profile.term
     h, f, d, L = model.hidden_size, model.ffn_size, model.head_dim, model.num_layers
     nh, kvh = model.num_heads, model.num_kv_heads
@@ -47,11 +52,11 @@ def _reference_step_time_s(model, profile, plan: BatchPlan) -> float:
         for k, n in ((h, 3 * h), (h, h), (h, f), (f, h)):
             layer += term("gemm").time_s(**_kw(F.gemm(T, k, n)))
         layer += term("kv_write").time_s(**_kw(F.kv_write(T, kvh, d)))
-    if plan.prefill_new_lens:
-        fe = F.prefill_attention(plan.prefill_new_lens, plan.prefill_context_lens, nh, kvh, d)
+    if prefill_new_lens:
+        fe = F.prefill_attention(prefill_new_lens, prefill_context_lens, nh, kvh, d)
         layer += term("prefill_attention").time_s(**_kw(fe))
-    if plan.decode_context_lens:
-        ctx = plan.decode_context_lens
+    if decode_context_lens:
+        ctx = decode_context_lens
         if plan.is_paged:
             fe = F.decode_attention(ctx, nh, kvh, d, plan.block_size)
             layer += term("paged_decode_attention").time_s(**_kw(fe))
@@ -81,21 +86,22 @@ def _kw(f: F.Features) -> dict:
 
 
 PLANS = [
-    BatchPlan(decode_context_lens=(1,)),
-    BatchPlan(decode_context_lens=(17, 300, 2048), num_copied_blocks=3),
-    BatchPlan(decode_context_lens=(17, 300), is_paged=False, block_size=8),
-    BatchPlan(prefill_new_lens=(100, 7), prefill_context_lens=(132, 7)),
-    BatchPlan(prefill_new_lens=(5,), prefill_context_lens=(5,), decode_context_lens=(40, 41)),
-    BatchPlan(decode_context_lens=(64,) * 8, num_swapped_in_blocks=4, num_swapped_out_blocks=2),
-    BatchPlan(num_swapped_out_blocks=5),
+    {"decode_context_lens": (1,)},
+    {"decode_context_lens": (17, 300, 2048), "num_copied_blocks": 3},
+    {"decode_context_lens": (17, 300), "is_paged": False, "block_size": 8},
+    {"prefill_new_lens": (100, 7), "prefill_context_lens": (132, 7)},
+    {"prefill_new_lens": (5,), "prefill_context_lens": (5,), "decode_context_lens": (40, 41)},
+    {"decode_context_lens": (64,) * 8, "num_swapped_in_blocks": 4, "num_swapped_out_blocks": 2},
+    {"num_swapped_out_blocks": 5},
 ]
 
 
-@pytest.mark.parametrize("plan", PLANS)
+@pytest.mark.parametrize("lens", PLANS)
 @pytest.mark.parametrize("profile_of", ["tiny", "analytic"])
-def test_step_time_is_the_documented_sum(plan, profile_of, tiny, analytic_a100):
+def test_step_time_is_the_documented_sum(lens, profile_of, tiny, analytic_a100):
     cm = tiny if profile_of == "tiny" else analytic_a100
-    expected = _reference_step_time_s(OPT13B, cm.profile, plan)
+    expected = _reference_step_time_s(OPT13B, cm.profile, lens)
+    plan = BatchPlan.from_lens(**lens)
     assert cm.step_time_s(plan) == pytest.approx(expected, rel=1e-12)
     assert cm.step_time_s(plan) == cm.step_time_s(plan)  # memoisation does not change it
 
@@ -116,17 +122,23 @@ def test_longer_contexts_and_more_sequences_never_cheaper(
     ctx, grow_at, grow_by, block_size, is_paged
 ):
     cm = CostModel(OPT13B, A100, analytic_profile(A100))
-    base = BatchPlan(decode_context_lens=tuple(ctx), block_size=block_size, is_paged=is_paged)
+    base = BatchPlan.from_lens(
+        decode_context_lens=tuple(ctx), block_size=block_size, is_paged=is_paged
+    )
     longer = list(ctx)
     longer[grow_at % len(ctx)] += grow_by
     t0 = cm.step_time_s(base)
     assert (
         cm.step_time_s(
-            BatchPlan(decode_context_lens=tuple(longer), block_size=block_size, is_paged=is_paged)
+            BatchPlan.from_lens(
+                decode_context_lens=tuple(longer), block_size=block_size, is_paged=is_paged
+            )
         )
         >= t0
     )
-    more = BatchPlan(decode_context_lens=(*ctx, grow_by), block_size=block_size, is_paged=is_paged)
+    more = BatchPlan.from_lens(
+        decode_context_lens=(*ctx, grow_by), block_size=block_size, is_paged=is_paged
+    )
     assert cm.step_time_s(more) > t0
 
 
@@ -134,8 +146,10 @@ def test_longer_contexts_and_more_sequences_never_cheaper(
 @given(new=st.integers(1, 3000), extra=st.integers(1, 3000), cached=st.integers(0, 1000))
 def test_more_prefill_tokens_never_cheaper(new, extra, cached):
     cm = CostModel(OPT13B, A100, analytic_profile(A100))
-    a = BatchPlan(prefill_new_lens=(new,), prefill_context_lens=(new + cached,))
-    b = BatchPlan(prefill_new_lens=(new + extra,), prefill_context_lens=(new + extra + cached,))
+    a = BatchPlan.from_lens(prefill_new_lens=(new,), prefill_context_lens=(new + cached,))
+    b = BatchPlan.from_lens(
+        prefill_new_lens=(new + extra,), prefill_context_lens=(new + extra + cached,)
+    )
     assert cm.step_time_s(b) > cm.step_time_s(a)
 
 
@@ -143,8 +157,8 @@ def test_paged_decode_costs_more_than_contiguous_by_the_paper_margin(analytic_a1
     """§7.1: the paged kernel is 20–26% slower than FasterTransformer's (attention alone)."""
     cm = analytic_a100
     ctx = (512,) * 32
-    t_paged = cm.step_time_s(BatchPlan(decode_context_lens=ctx))
-    t_contig = cm.step_time_s(BatchPlan(decode_context_lens=ctx, is_paged=False))
+    t_paged = cm.step_time_s(BatchPlan.from_lens(decode_context_lens=ctx))
+    t_contig = cm.step_time_s(BatchPlan.from_lens(decode_context_lens=ctx, is_paged=False))
     assert t_paged > t_contig
     fe = F.decode_attention_totals(32, 512 * 32, 32 * 32, 40, 40, 128)
     paged = cm.profile.term("paged_decode_attention").time_s(**_kw(fe))
@@ -155,7 +169,7 @@ def test_paged_decode_costs_more_than_contiguous_by_the_paper_margin(analytic_a1
 def test_small_blocks_make_paged_attention_slower(analytic_a100):
     ctx = (1000,) * 16
     times = [
-        analytic_a100.step_time_s(BatchPlan(decode_context_lens=ctx, block_size=bs))
+        analytic_a100.step_time_s(BatchPlan.from_lens(decode_context_lens=ctx, block_size=bs))
         for bs in (1, 4, 16, 64)
     ]
     assert times == sorted(times, reverse=True) and times[0] > times[-1]
@@ -164,7 +178,9 @@ def test_small_blocks_make_paged_attention_slower(analytic_a100):
 def test_swap_costs_more_per_byte_at_small_blocks(analytic_a100):
     per_byte = []
     for bs in (1, 8, 16, 64, 256):
-        t = analytic_a100.step_time_s(BatchPlan(num_swapped_out_blocks=4096 // bs, block_size=bs))
+        t = analytic_a100.step_time_s(
+            BatchPlan.from_lens(num_swapped_out_blocks=4096 // bs, block_size=bs)
+        )
         per_byte.append(t / (4096 * OPT13B.kv_bytes_per_token))
     assert per_byte == sorted(per_byte, reverse=True)
     assert per_byte[0] > 5 * per_byte[-1]
@@ -172,7 +188,7 @@ def test_swap_costs_more_per_byte_at_small_blocks(analytic_a100):
 
 def test_decode_at_batch_1_is_weight_bandwidth_bound(analytic_a100):
     """OPT-13B batch 1 on A100: ~26 GB of weights / 1.5 TB/s ~ 17 ms, before efficiency and overhead."""
-    t = analytic_a100.step_time_s(BatchPlan(decode_context_lens=(128,)))
+    t = analytic_a100.step_time_s(BatchPlan.from_lens(decode_context_lens=(128,)))
     roofline = OPT13B.weight_bytes / A100.hbm_bw_bytes_s
     assert roofline == pytest.approx(0.0165, rel=0.02)
     assert roofline < t < 2 * roofline
@@ -182,7 +198,9 @@ def test_2048_token_prefill_is_compute_bound(analytic_a100):
     term = analytic_a100.profile.term("gemm")
     fe = F.gemm(2048, 5120, 20480)
     assert term.coef("s_per_flop") * fe.flops > 3 * term.coef("s_per_byte") * fe.bytes_
-    t = analytic_a100.step_time_s(BatchPlan(prefill_new_lens=(2048,), prefill_context_lens=(2048,)))
+    t = analytic_a100.step_time_s(
+        BatchPlan.from_lens(prefill_new_lens=(2048,), prefill_context_lens=(2048,))
+    )
     compute_roofline = 2 * OPT13B.num_params * 2048 / A100.fp16_flops
     assert compute_roofline < t < 3 * compute_roofline
 
@@ -190,7 +208,7 @@ def test_2048_token_prefill_is_compute_bound(analytic_a100):
 def test_tensor_parallel_shards_work_and_adds_all_reduces():
     m, gpu = get_model("opt-66b"), get_gpu("a100-40gb")
     prof = analytic_profile(gpu)
-    plan = BatchPlan(decode_context_lens=(300,) * 16)
+    plan = BatchPlan.from_lens(decode_context_lens=(300,) * 16)
     tp1, tp4 = CostModel(m, gpu, prof), CostModel(m, gpu, prof, tensor_parallel=4)
     assert tp4.allreduce_time_s(16) > 0 and tp1.allreduce_time_s(16) == 0
     assert tp4.step_time_s(plan) < tp1.step_time_s(plan)
@@ -207,8 +225,8 @@ def test_llama_gqa_reads_less_kv_than_mha():
     )
     ctx = (4000,) * 64
     attn = [
-        cm.step_time_s(BatchPlan(decode_context_lens=ctx))
-        - cm.step_time_s(BatchPlan(decode_context_lens=(1,) * 64))
+        cm.step_time_s(BatchPlan.from_lens(decode_context_lens=ctx))
+        - cm.step_time_s(BatchPlan.from_lens(decode_context_lens=(1,) * 64))
         for cm in (l2, l3)
     ]
     assert attn[1] < attn[0] / 2
@@ -216,23 +234,25 @@ def test_llama_gqa_reads_less_kv_than_mha():
 
 @pytest.mark.parametrize("model", ["opt-13b", "llama-2-7b", "llama-3-8b"])
 @pytest.mark.parametrize("block_size", [1, 16, 7, None])
-def test_decode_time_fn_equals_step_time_exactly(model, block_size):
+def test_decode_formula_equals_the_summed_step_time_exactly(model, block_size):
     gpu = get_gpu("a100-80gb")
     cm = CostModel(get_model(model), gpu, analytic_profile(gpu))
     is_paged = block_size is not None
-    fn = cm.decode_step_time_fn(is_paged=is_paged)
     rng = np.random.default_rng(block_size or 0)
     for num_seqs in (1, 2, 23, 256):
         ctx = [int(c) for c in rng.integers(1, 4000, size=num_seqs)]
         if is_paged:
             blocks = sum(-(-c // block_size) for c in ctx)
-            plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=block_size)
+            plan = BatchPlan.from_lens(decode_context_lens=tuple(ctx), block_size=block_size)
         else:  # contiguous: one region per sequence
             blocks = num_seqs
-            plan = BatchPlan(decode_context_lens=tuple(ctx), block_size=16, is_paged=False)
-        # bit for bit, not approximately: the fast engine's exactness rests on it
-        assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)
-        assert fn(num_seqs, sum(ctx), blocks) == cm.step_time_s(plan)  # memoised path
+            plan = BatchPlan.from_lens(
+                decode_context_lens=tuple(ctx), block_size=16, is_paged=False
+            )
+        assert plan.decode_num_blocks == blocks
+        # bit for bit, not approximately: a pure decode step takes the precomputed formula
+        assert cm.step_time_s(plan) == cm.summed_step_time_s(plan)
+        assert cm.step_time_s(plan) == cm.summed_step_time_s(plan)  # memoised path
 
 
 # ---- projection ---------------------------------------------------------------------
@@ -318,7 +338,8 @@ def test_shipped_profile_is_found_by_name(tmp_path, monkeypatch):
 
 
 def test_same_spec_gives_bit_identical_step_times():
-    plans = [*PLANS, BatchPlan(decode_context_lens=tuple(range(1, 300, 7)))]
+    plans = [BatchPlan.from_lens(**lens) for lens in PLANS]
+    plans.append(BatchPlan.from_lens(decode_context_lens=tuple(range(1, 300, 7))))
     hw = HardwareSpec(model="opt-66b", tensor_parallel=4)
     a = make_cost_model(hw, get_model("opt-66b"), A100)
     b = make_cost_model(hw, get_model("opt-66b"), A100)

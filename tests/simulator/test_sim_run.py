@@ -15,6 +15,7 @@ from pagesim.simulator import METRIC_COLUMNS, REQUEST_COLUMNS, simulate
 from pagesim.simulator.run import run_engine
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.spec import SchedulerSpec, run_spec_from_dict
+from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
 
 def small_spec(**overrides):
@@ -36,7 +37,7 @@ def test_same_spec_gives_identical_results():
     pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
     strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
     assert strip(a.summary) == strip(b.summary)
-    assert list(a.summary) == list(METRIC_COLUMNS)
+    assert list(a.summary) == [*METRIC_COLUMNS, *vllm_metric_columns(spec.metrics)]
     assert list(a.requests.columns) == list(REQUEST_COLUMNS)
     c = simulate(small_spec(seed=8, workload={"name": "sharegpt", "num_requests": 40, "n": 2}))
     assert not c.requests.equals(a.requests)

@@ -7,26 +7,27 @@ from pagesim.workloads.alpaca import alpaca_table, read_alpaca
 
 
 def test_reads_all_records_and_joins_input(data_dir):
-    path = data_dir / "alpaca_first102.json"
+    path = data_dir / "alpaca_sample.json"
     records = json.loads(path.read_text())
     pairs = read_alpaca(path)
-    assert len(pairs) == 102
-    assert pairs[0] == (records[0]["instruction"], records[0]["output"])
-    with_input = next(i for i, r in enumerate(records) if r["input"])
-    assert (
-        pairs[with_input][0]
-        == records[with_input]["instruction"] + "\n" + records[with_input]["input"]
-    )
+    assert len(pairs) == 12
+    assert pairs[0] == ("Name three colours of a traffic light.", "Red, amber and green.")
+    assert pairs[2] == ("Add the two numbers.\n17 and 25", "42")
+    assert [p for p, _ in pairs] == [
+        r["instruction"] + ("\n" + r["input"] if r["input"] else "") for r in records
+    ]
 
 
-def test_table_means_are_short_like_alpaca(data_dir):
+def test_table_counts_gpt2_tokens_of_the_joined_prompt(data_dir):
     pytest.importorskip("tokenizers")
     from pagesim.workloads.tokenizer import load_token_counter
 
-    table = alpaca_table(data_dir / "alpaca_first102.json", load_token_counter())
-    assert len(table) == 102
-    # GPT-2 token counts of the first 102 records (the cv of alpaca-like comes from here).
-    assert table.prompt_len.sum() == 1713 and table.output_len.sum() == 6584
+    table = alpaca_table(data_dir / "alpaca_sample.json", load_token_counter())
+    assert len(table) == 12
+    # by hand, GPT-2 BPE: "Add| the| two| numbers|.|\n|17| and| 25" and "42"
+    assert (table.prompt_len[2], table.output_len[2]) == (9, 1)
+    # "Hello| world" both ways
+    assert (table.prompt_len[11], table.output_len[11]) == (2, 2)
 
 
 @pytest.mark.parametrize(

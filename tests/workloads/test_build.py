@@ -35,7 +35,7 @@ def test_same_seed_same_trace_and_well_formed(name):
 
 
 def test_csv_workload_without_replacement_takes_every_row(data_dir):
-    path = str(data_dir / "azure_conv_head40.csv")
+    path = str(data_dir / "trace_processed.csv")
     raw = pd.read_csv(path)
     trace = _build(name="csv", path=path, num_requests=40, replace=False, min_len=1,
                    max_prompt_len=None, max_model_len=100_000)  # fmt: skip
@@ -47,7 +47,7 @@ def test_csv_workload_without_replacement_takes_every_row(data_dir):
 
 
 def test_replay_uses_scaled_timestamps(data_dir):
-    path = str(data_dir / "azure_conv_head40.csv")
+    path = str(data_dir / "trace_processed.csv")
     raw = pd.read_csv(path)
     replay = ArrivalSpec(process="replay", time_scale=2.0)
     trace = _build(name="csv", path=path, num_requests=None, arrivals=replay, min_len=1,
@@ -63,7 +63,7 @@ def test_replay_uses_scaled_timestamps(data_dir):
 
 
 def test_replay_drops_filtered_rows_and_reports_them(data_dir):
-    path = str(data_dir / "azure_conv_head40.csv")
+    path = str(data_dir / "trace_processed.csv")
     raw = pd.read_csv(path)
     trace = _build(name="csv", path=path, num_requests=None, arrivals=ArrivalSpec(process="replay"))
     too_long = int((raw["num_prefill_tokens"] > 1024).sum())
@@ -76,13 +76,6 @@ def test_replay_needs_timestamps():
         _build(name="sharegpt", arrivals=ArrivalSpec(process="replay"))
     with pytest.raises(ConfigError, match="timestamped"):
         _build(name="synthetic", arrivals=ArrivalSpec(process="replay"))
-
-
-def test_azure_replay_whole_trace():
-    trace = _build(name="azure-conv", num_requests=None, arrivals=ArrivalSpec(process="replay"),
-                   max_prompt_len=None, min_len=1, max_model_len=1_000_000)  # fmt: skip
-    assert len(trace) == 19_366
-    assert trace.table["arrival_s"].iloc[-1] == pytest.approx(3501.72, abs=0.01)
 
 
 def test_sharing_shapes():
@@ -125,8 +118,8 @@ def test_unknown_workload_lists_names():
 def test_bad_paths():
     with pytest.raises(ConfigError, match="needs workload.path"):
         _build(name="csv")
-    with pytest.raises(ConfigError, match="only used by workload 'csv'"):
-        _build(name="sharegpt", path="x.csv")
+    with pytest.raises(ConfigError, match="not by the synthetic 'alpaca-like'"):
+        _build(name="alpaca-like", path="x.csv")
     with pytest.raises(DataError, match="missing.csv: file not found"):
         _build(name="csv", path="missing.csv")
 

@@ -7,7 +7,7 @@ from pagesim.workloads.csvtrace import load_csv_trace, read_timestamped_csv
 
 
 def test_processed_layout(data_dir):
-    path = data_dir / "azure_conv_head40.csv"
+    path = data_dir / "trace_processed.csv"
     raw = pd.read_csv(path)
     table = read_timestamped_csv(path)
     assert len(table) == 40
@@ -17,7 +17,7 @@ def test_processed_layout(data_dir):
 
 
 def test_original_layout_matches_processed(data_dir, tmp_path):
-    raw = pd.read_csv(data_dir / "azure_conv_head40.csv")
+    raw = pd.read_csv(data_dir / "trace_processed.csv")
     start = pd.Timestamp("2023-11-16 18:15:46.6805900")
     stamps = start + pd.to_timedelta(raw["arrived_at"], unit="s")
     original = pd.DataFrame(
@@ -43,10 +43,10 @@ def test_unsorted_rows_are_sorted_and_shifted(tmp_path):
 
 
 def test_load_csv_trace(data_dir):
-    trace = load_csv_trace(data_dir / "azure_code_head20.csv")
-    assert len(trace) == 20 and trace.has_arrivals
+    trace = load_csv_trace(data_dir / "trace_processed.csv")
+    assert len(trace) == 40 and trace.has_arrivals
     d = trace.describe()
-    assert d["num_requests"] == 20 and d["rate_req_s"] > 0
+    assert d["num_requests"] == 40 and d["rate_req_s"] > 0
     assert trace.table["segments"].iloc[3] == ((4, trace.table["prompt_len"].iloc[3]),)
 
 

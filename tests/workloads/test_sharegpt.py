@@ -7,23 +7,24 @@ from pagesim.workloads.sharegpt import read_sharegpt, sharegpt_table
 
 
 def test_excerpt_pairs(data_dir):
-    convs, report = read_sharegpt(data_dir / "sharegpt_excerpt.json")
+    convs, report = read_sharegpt(data_dir / "sharegpt_sample.json")
     assert report.num_records == 8 and not report.is_truncated
     assert [len(c) for c in convs] == [1, 1, 1, 3, 3, 1, 1, 1]
-    assert convs[0][0][0].startswith("How to tell if a customer segment is well segmented?")
+    assert convs[0][0][0] == "How do I tell whether a KV cache is fragmented?"
+    assert convs[2] == [("Can you convert 3 km to miles?", "3 km is about 1.86 miles.")]
 
 
 def test_truncated_recovers_every_whole_record(data_dir):
-    convs, report = read_sharegpt(data_dir / "sharegpt_truncated.json")
-    whole, _ = read_sharegpt(data_dir / "sharegpt_excerpt.json")
+    convs, report = read_sharegpt(data_dir / "sharegpt_sample_truncated.json")
+    whole, _ = read_sharegpt(data_dir / "sharegpt_sample.json")
     assert report.is_truncated and report.num_records == 8
     assert convs == whole
     assert "truncated" in report.describe()
 
 
 def test_leading_gpt_message_is_not_a_pair(data_dir):
-    records = json.loads((data_dir / "sharegpt_excerpt.json").read_text())
-    convs, _ = read_sharegpt(data_dir / "sharegpt_excerpt.json")
+    records = json.loads((data_dir / "sharegpt_sample.json").read_text())
+    convs, _ = read_sharegpt(data_dir / "sharegpt_sample.json")
     assert records[-1]["conversations"][0]["from"] == "gpt"
     assert convs[-1] == [
         (records[-1]["conversations"][1]["value"], records[-1]["conversations"][2]["value"])
@@ -36,7 +37,7 @@ def test_table_counts_gpt2_tokens(data_dir):
 
     counter = load_token_counter()
     assert counter.count(["Hello world", "", " Hello"]).tolist() == [2, 0, 1]
-    table, _ = sharegpt_table(data_dir / "sharegpt_truncated.json", counter)
+    table, _ = sharegpt_table(data_dir / "sharegpt_sample_truncated.json", counter)
     assert len(table) == 12
     assert table.conv_ids.tolist() == [0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 6, 7]
     assert (table.prompt_len > 0).all() and (table.output_len > 0).all()
@@ -81,7 +82,7 @@ def test_tokenizer_json_option_matches_default(tmp_path):
 
     default = load_token_counter()
     default.tokenizer.save(str(tmp_path / "tokenizer.json"))
-    texts = ["How to tell if a customer segment is well segmented?", "naïve café 😀"]
+    texts = ["How do I tell whether a KV cache is fragmented?", "naïve café 😀"]
     assert load_token_counter(tmp_path).count(texts).tolist() == default.count(texts).tolist()
     with pytest.raises(DataError, match="tokenizer file not found"):
         load_token_counter(tmp_path / "missing.json")

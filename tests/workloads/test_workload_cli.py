@@ -1,5 +1,6 @@
 import pytest
 
+from pagesim import datapaths
 from pagesim.cli import main
 from pagesim.workloads.lengthtable import load_table
 
@@ -27,20 +28,15 @@ def test_list(capsys):
     assert "SYNTHETIC" in out
 
 
-def test_stats_azure_conv_raw_numbers_and_filters(capsys):
-    code, out, _ = _run(capsys, "workload", "stats", "azure-conv")
-    assert code == 0
-    assert "requests: 19,366 (raw table, no filters)" in out
-    assert "prompt_len: mean 1,154.7" in out and "output_len: mean 211.1" in out
-    assert "mean rate 5.53 req/s" in out
-    assert "would keep 9,832 of 19,366" in out and "dropped prompt_len > 1024: 9,528" in out
-
-
 def test_stats_csv_and_synthetic(capsys, data_dir):
     code, out, _ = _run(
-        capsys, "workload", "stats", "csv", "--path", str(data_dir / "azure_code_head20.csv")
+        capsys, "workload", "stats", "csv", "--path", str(data_dir / "trace_processed.csv")
     )
-    assert code == 0 and "requests: 20" in out
+    assert code == 0 and "requests: 40" in out
+    code, out, _ = _run(
+        capsys, "workload", "stats", "azure-conv", "--source", str(data_dir / "trace_processed.csv")
+    )
+    assert code == 0 and "requests: 40" in out and "dropped prompt_len > 1024: " in out
     code, out, _ = _run(capsys, "workload", "stats", "alpaca-like")
     assert code == 0 and "sample: 10,000 requests" in out
 
@@ -48,16 +44,30 @@ def test_stats_csv_and_synthetic(capsys, data_dir):
 def test_prepare_csv_atomic_and_to_out(capsys, data_dir, tmp_path):
     out_file = tmp_path / "conv.npz"
     code, out, _ = _run(capsys, "workload", "prepare", "azure-conv",
-                        "--source", str(data_dir / "azure_conv_head40.csv"), "--out", str(out_file))  # fmt: skip
+                        "--source", str(data_dir / "trace_processed.csv"), "--out", str(out_file))  # fmt: skip
     assert code == 0 and "40 rows" in out
     assert len(load_table(out_file)) == 40
+
+
+def test_prepare_writes_into_the_data_folder_and_the_workload_reads_it(capsys, data_dir):
+    folder = datapaths.data_dir()
+    assert not (folder / "azure_conv.npz").exists()
+    code, _, err = _run(capsys, "workload", "stats", "azure-conv")
+    _one_line_error(code, err, "azure_conv.npz not found in the data folder")
+    code, out, _ = _run(capsys, "workload", "list")
+    assert "AzureLLMInferenceTrace_conv.csv" in out and str(folder) in out
+    code, out, _ = _run(capsys, "workload", "prepare", "azure-conv",
+                        "--source", str(data_dir / "trace_processed.csv"))  # fmt: skip
+    assert code == 0 and f"wrote {folder / 'azure_conv.npz'}: 40 rows" in out
+    code, out, _ = _run(capsys, "workload", "stats", "azure-conv")
+    assert code == 0 and "requests: 40 (raw table, no filters)" in out
 
 
 def test_prepare_sharegpt_excerpt(capsys, data_dir, tmp_path):
     pytest.importorskip("tokenizers")
     out_file = tmp_path / "sg.npz"
     code, out, _ = _run(capsys, "workload", "prepare", "sharegpt",
-                        "--source", str(data_dir / "sharegpt_truncated.json"), "--out", str(out_file))  # fmt: skip
+                        "--source", str(data_dir / "sharegpt_sample_truncated.json"), "--out", str(out_file))  # fmt: skip
     assert code == 0 and "truncated" in out
     assert load_table(out_file).conv_ids.tolist() == [0, 1, 2, 3, 3, 3, 4, 4, 4, 5, 6, 7]
 
@@ -113,7 +123,7 @@ def test_prepare_missing_source_and_tokenizer_for_csv(capsys, tmp_path, data_dir
                         "--out", str(tmp_path / "t.npz"))  # fmt: skip
     _one_line_error(code, err, "none.json: file not found")
     code, _, err = _run(capsys, "workload", "prepare", "azure-code", "--source",
-                        str(data_dir / "azure_code_head20.csv"), "--tokenizer", "x", "--out",
+                        str(data_dir / "trace_processed.csv"), "--tokenizer", "x", "--out",
                         str(tmp_path / "t.npz"))  # fmt: skip
     _one_line_error(code, err, "drop --tokenizer")
     assert not (tmp_path / "t.npz").exists()

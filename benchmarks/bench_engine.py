@@ -1,0 +1,245 @@
+"""The one engine's speed: wall time, steps per second, peak memory, and the same
+cases on another pagesim build for comparison.
+
+    python benchmarks/bench_engine.py [CASE ...] [--baseline PYTHON] [--repeats R]
+        [--azure-csv PATH] [--num-requests N]
+
+CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``prefix``,
+``orca`` (default: all). Every case runs in a child process (so peak memory is its
+own) and prints the median wall time of its repeats, simulated requests and engine
+steps per second, and the child's peak resident memory.
+
+``--baseline PYTHON`` runs each case a second time under another Python environment
+with pagesim installed (for instance a checkout of an earlier commit, ``pip install
+-e`` into its own venv), right after this build, and prints the ratio and whether
+both gave the same results (requests finished and rejected, steps, throughput; to
+1e-9). Builds that still had ``RunSpec.engine`` run the case with the engine named in
+the case's ``baseline_engine`` (the event-driven ``fast`` engine for the cases it
+covered; the SimPy ``step`` engine for beam search, parallel sampling and prefix
+caching, which only it ran).
+
+Cases (targets in parentheses):
+
+- sharegpt: 10,000 ShareGPT requests, OPT-13B on A100-40GB, vllm, paged blocks of 16,
+  Poisson at 2 req/s (<= 1.0 s);
+- azure: the Azure LLM conversation trace (19,366 requests, ``--azure-csv``, default
+  ``../shared/data/azure_llm_2023/conv.csv`` beside the repository) replayed at its
+  timestamps on Llama-2-7B / A100-80GB with max_model_len 4096, timed as a whole
+  process: interpreter start, imports, trace loading, simulation (<= 1.5 s);
+- saturate: 1,000,000 synthetic requests (lognormal prompt 256 / output 128, cv 0.5)
+  all at t = 0, OPT-13B / A100-40GB (<= 40 s, peak RSS <= 1.5 GiB);
+- beam, parallel, prefix: 10,000 requests each with beam width 4 (alpaca-like, 8 req/s),
+  n = 4 parallel samples (alpaca-like, 8 req/s), and prefix caching over a 256-token
+  shared system prompt (ShareGPT, 2 req/s) (each >= 5x the SimPy step engine before
+  the engines were merged);
+- orca: Orca (Max) over a buddy heap, ShareGPT at 2 req/s, 3,000 requests, the Figure 2
+  KV pool of 15,728 slots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_AZURE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "conv.csv"
+
+SHAREGPT = {
+    "workload": {"name": "sharegpt", "num_requests": 10_000},
+    "arrivals": {"process": "poisson", "rate_req_s": 2.0},
+    "hardware": {"model": "opt-13b", "gpu": "a100-40gb"},
+    "allocator": {"kind": "paged", "block_size": 16},
+    "scheduler": {"kind": "vllm"},
+}
+
+CASES: dict[str, dict] = {
+    "sharegpt": {"doc": SHAREGPT, "baseline_engine": "fast", "repeats": 3},
+    "azure": {
+        "doc": {
+            "workload": {
+                "name": "csv",
+                "path": "AZURE_CSV",
+                "num_requests": None,
+                "max_prompt_len": None,
+                "min_len": 1,
+            },
+            "arrivals": {"process": "replay"},
+            "hardware": {"model": "llama-2-7b", "gpu": "a100-80gb"},
+            "scheduler": {"kind": "vllm", "max_num_batched_tokens": 4096},
+            "max_model_len": 4096,
+        },
+        "baseline_engine": "fast",
+        "repeats": 3,
+        "whole_process": True,
+    },
+    "saturate": {
+        "doc": {
+            "workload": {
+                "name": "synthetic",
+                "num_requests": 1_000_000,
+                "prompt": {"dist": "lognormal", "mean": 256.0, "cv": 0.5},
+                "output": {"dist": "lognormal", "mean": 128.0, "cv": 0.5},
+            },
+            "arrivals": {"process": "burst"},
+            "hardware": {"model": "opt-13b", "gpu": "a100-40gb"},
+        },
+        "baseline_engine": "fast",
+        "repeats": 1,
+    },
+    "beam": {
+        "doc": {
+            **SHAREGPT,
+            "workload": {"name": "alpaca-like", "num_requests": 10_000, "beam_width": 4},
+            "arrivals": {"process": "poisson", "rate_req_s": 8.0},
+        },
+        "baseline_engine": "step",
+        "repeats": 1,
+    },
+    "parallel": {
+        "doc": {
+            **SHAREGPT,
+            "workload": {"name": "alpaca-like", "num_requests": 10_000, "n": 4},
+            "arrivals": {"process": "poisson", "rate_req_s": 8.0},
+        },
+        "baseline_engine": "step",
+        "repeats": 1,
+    },
+    "prefix": {
+        "doc": {
+            **SHAREGPT,
+            "workload": {"name": "sharegpt", "num_requests": 10_000, "shared_prefix_len": 256},
+            "allocator": {"kind": "paged", "block_size": 16, "prefix_caching": True},
+        },
+        "baseline_engine": "step",
+        "repeats": 1,
+    },
+    "orca": {
+        "doc": {
+            **SHAREGPT,
+            "workload": {"name": "sharegpt", "num_requests": 3_000},
+            "hardware": {"model": "opt-13b", "gpu": "a100-40gb", "kv_slots": 15_728},
+            "scheduler": {"kind": "orca"},
+            "allocator": {"kind": "max"},
+        },
+        "baseline_engine": "fast",
+        "repeats": 3,
+    },
+}
+
+#: run in the child: simulate the case `repeats` times, print one JSON line
+CHILD = r"""
+import json, resource, statistics, sys, time
+start = time.perf_counter()
+from pagesim.simulator import simulate
+from pagesim.simulator.spec import RunSpec, run_spec_from_dict
+doc, repeats, engine = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if "engine" in RunSpec.model_fields:
+    doc["engine"] = engine
+spec = run_spec_from_dict(doc)
+walls = []
+for _ in range(repeats):
+    t = time.perf_counter()
+    res = simulate(spec)
+    walls.append(time.perf_counter() - t)
+s = res.summary
+print(json.dumps({
+    "wall_s": statistics.median(walls),
+    "process_s": time.perf_counter() - start,
+    "requests": len(res.requests),
+    "steps": res.extra["num_steps"],
+    "finished": s["num_finished"], "rejected": s["num_rejected"],
+    "throughput_tok_s": s["throughput_tok_s"], "mem_token_frac": s["mem_token_frac"],
+    "fast_engine": res.extra.get("fast_engine"),
+    "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+}))
+"""
+
+
+def run_child(python: str, doc: dict, repeats: int, engine: str, whole_process: bool) -> dict:
+    """One case in a child process; whole-process cases are timed from outside, once per
+    repeat (interpreter start included), and report the median."""
+    import statistics
+    import time
+
+    walls, info = [], {}
+    for _ in range(repeats if whole_process else 1):
+        start = time.perf_counter()
+        out = subprocess.run(
+            [python, "-c", CHILD, json.dumps(doc), "1" if whole_process else str(repeats), engine],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        walls.append(time.perf_counter() - start)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    if whole_process:
+        info["wall_s"] = statistics.median(walls)
+    return info
+
+
+def same(a: dict, b: dict) -> bool:
+    keys = ("requests", "steps", "finished", "rejected", "throughput_tok_s", "mem_token_frac")
+    return all(math.isclose(a[k], b[k], rel_tol=1e-9) for k in keys)
+
+
+def line(label: str, info: dict) -> str:
+    wall = info["wall_s"]
+    return (
+        f"  {label}: {wall:.3f} s   {info['requests'] / wall:,.0f} simulated req/s   "
+        f"{info['steps'] / wall:,.0f} steps/s   peak RSS {info['rss_mib']:.0f} MiB"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("cases", nargs="*", choices=list(CASES), default=[])
+    parser.add_argument("--baseline", metavar="PYTHON", help="another build's python, to compare")
+    parser.add_argument("--repeats", type=int, help="repeats per case (default: per case)")
+    parser.add_argument("--num-requests", type=int, help="override every case's request count")
+    parser.add_argument("--azure-csv", type=Path, default=DEFAULT_AZURE)
+    args = parser.parse_args()
+    for name in args.cases or list(CASES):
+        case = CASES[name]
+        doc = json.loads(json.dumps(case["doc"]))
+        if name == "azure":
+            if not args.azure_csv.is_file():
+                print(f"azure: skipped: {args.azure_csv} not found (give --azure-csv PATH)")
+                continue
+            doc["workload"]["path"] = str(args.azure_csv)
+        if args.num_requests and doc["workload"].get("num_requests"):
+            doc["workload"]["num_requests"] = args.num_requests
+        repeats = args.repeats or case["repeats"]
+        whole = case.get("whole_process", False)
+        print(f"{name}: {json.dumps(doc)}  (median of {repeats})", flush=True)
+        this = run_child(sys.executable, doc, repeats, "", whole)
+        print(
+            line("this build", this)
+            + (f"   (whole process; {this['process_s']:.2f} s in the last run)" if whole else ""),
+            flush=True,
+        )
+        print(
+            f"    {int(this['requests']):,} requests, {int(this['finished']):,} finished, "
+            f"{int(this['rejected']):,} rejected, {int(this['steps']):,} steps",
+            flush=True,
+        )
+        if args.baseline:
+            engine = case["baseline_engine"]
+            base = run_child(args.baseline, doc, repeats, engine, whole)
+            print(line(f"baseline ({engine} engine)", base), flush=True)
+            print(
+                f"    this build / baseline: {this['wall_s'] / base['wall_s']:.2f}x the time "
+                f"({base['wall_s'] / this['wall_s']:.1f}x the speed)   same results: "
+                f"{same(this, base)}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

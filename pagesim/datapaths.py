@@ -1,0 +1,113 @@
+"""External data: where it lives on the user's machine, and what to do when it is missing.
+
+Data that others published (production traces, instruction datasets, the paper
+artifact's lengths, real measurements) is never part of pagesim. The user downloads
+the public original once; ``pagesim workload prepare NAME --source FILE`` turns it
+into a compact table in the *data folder*:
+
+- ``$PAGESIM_DATA`` when set (any folder);
+- otherwise ``$XDG_DATA_HOME/pagesim`` when ``XDG_DATA_HOME`` is set (an absolute path,
+  per the XDG base directory specification);
+- otherwise ``~/.local/share/pagesim``.
+
+:data:`EXTERNAL_DATASETS` lists every such dataset: its name, the public original
+(where to download it and which file to expect), its licence, and the table its
+preparation writes. :func:`require_prepared` gives the path of a prepared table or
+raises a :class:`DataError` of one line that says what to download, from where, and
+the command that prepares it. Adding a dataset is one entry in the dict.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pagesim.errors import ConfigError, DataError
+
+#: The environment variable naming the data folder.
+DATA_ENV = "PAGESIM_DATA"
+
+
+@dataclass(frozen=True)
+class ExternalDataset:
+    """A public dataset pagesim reads but never ships.
+
+    ``raw_file`` is the file the user downloads from ``url`` (its name in the
+    original release); ``table_file`` the prepared table written into the data folder
+    by ``prepare_command`` (which takes ``--source`` the downloaded file).
+    """
+
+    name: str
+    description: str
+    url: str
+    raw_file: str
+    licence: str
+    table_file: str
+    prepare_command: str
+
+    def missing_message(self, folder: Path) -> str:
+        """One line: what is missing, what to download, from where, and how to prepare it."""
+        return (
+            f"{self.table_file} not found in the data folder {folder} ({DATA_ENV}): download "
+            f"{self.raw_file} ({self.description}, {self.licence}) from {self.url} and run: "
+            f"{self.prepare_command} --source {self.raw_file}"
+        )
+
+
+_AZURE_URL = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/"
+
+EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
+    "alpaca": ExternalDataset(
+        "alpaca", "Stanford Alpaca instruction data, 52,002 records",
+        "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/main/alpaca_data.json",
+        "alpaca_data.json", "CC BY-NC 4.0", "alpaca.npz",
+        "pagesim workload prepare alpaca"),
+    "azure-conv": ExternalDataset(
+        "azure-conv", "Azure LLM inference trace 2023, conversation service",
+        _AZURE_URL + "AzureLLMInferenceTrace_conv.csv",
+        "AzureLLMInferenceTrace_conv.csv", "CC-BY 4.0", "azure_conv.npz",
+        "pagesim workload prepare azure-conv"),
+    "azure-code": ExternalDataset(
+        "azure-code", "Azure LLM inference trace 2023, code service",
+        _AZURE_URL + "AzureLLMInferenceTrace_code.csv",
+        "AzureLLMInferenceTrace_code.csv", "CC-BY 4.0", "azure_code.npz",
+        "pagesim workload prepare azure-code"),
+}  # fmt: skip
+
+
+def data_dir() -> Path:
+    """The data folder (see the module docstring); it need not exist yet."""
+    named = os.environ.get(DATA_ENV, "").strip()
+    if named:
+        return Path(named).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "pagesim"
+    return Path.home() / ".local" / "share" / "pagesim"
+
+
+def get_dataset(name: str) -> ExternalDataset:
+    """The registered dataset ``name``; ConfigError listing the known names otherwise."""
+    if name not in EXTERNAL_DATASETS:
+        raise ConfigError(
+            f"unknown external dataset {name!r}; known: {', '.join(sorted(EXTERNAL_DATASETS))}"
+        )
+    return EXTERNAL_DATASETS[name]
+
+
+def table_path(name: str) -> Path:
+    """Where the prepared table of dataset ``name`` is (or would be) in the data folder."""
+    return data_dir() / get_dataset(name).table_file
+
+
+def is_prepared(name: str) -> bool:
+    return table_path(name).is_file()
+
+
+def require_prepared(name: str) -> Path:
+    """The prepared table of dataset ``name``; DataError (one line, what to do) if absent."""
+    path = table_path(name)
+    if not path.is_file():
+        raise DataError(get_dataset(name).missing_message(data_dir()))
+    return path

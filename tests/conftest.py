@@ -1,0 +1,51 @@
+"""Test-wide fixtures: an empty data folder per test, and the team's shared real data.
+
+- Every test runs with ``PAGESIM_DATA`` set to an empty temporary folder, so no test
+  reads (or writes) the user's own data folder and the suite behaves as on a fresh
+  clone; a test that needs prepared tables prepares them into that folder.
+- Real data that may not be committed is read from ``../shared/data`` beside the
+  checkout. ``PAGESIM_TEST_SHARED_DATA`` names another folder instead (point it at a
+  missing one to run the suite as a fresh clone without the shared data would):
+  ``shared_data("azure_llm_2023", "conv.csv")`` skips the test, with a one-line
+  reason, when the file is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+SHARED_ENV = "PAGESIM_TEST_SHARED_DATA"
+DEFAULT_SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+def shared_root() -> Path:
+    named = os.environ.get(SHARED_ENV, "").strip()
+    return Path(named) if named else DEFAULT_SHARED
+
+
+def shared_file(*parts: str) -> Path:
+    """A file of the shared data, or skip the calling test saying which is missing."""
+    path = shared_root().joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"shared data {'/'.join(parts)} not found under {shared_root()}")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _empty_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PAGESIM_DATA", str(tmp_path_factory.mktemp("pagesim-data")))
+
+
+@pytest.fixture
+def shared_data() -> Callable[..., Path]:
+    return shared_file
+
+
+@pytest.fixture
+def shared_data_root() -> Path:
+    """The shared data folder, which may be absent (for tests that adapt rather than skip)."""
+    return shared_root()
