@@ -73,10 +73,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pagesim.experiments.points import expand_runs
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment
+    from pagesim.experiments.validate import load_experiment, validate_points
 
     path = resolve_experiment(args.experiment)
     spec = load_experiment(path, quick=args.quick)
+    validate_points(spec, str(path))  # everything run would reject before simulating
     runs = expand_runs(spec)
     print(
         f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"

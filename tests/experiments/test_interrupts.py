@@ -34,6 +34,13 @@ SWEEP = {
 }  # fmt: skip
 
 
+def _long_runs() -> dict:
+    """SWEEP with runs of a few seconds each (the whole sweep: about a minute on 2 jobs)."""
+    doc = {**SWEEP, "base": {**SWEEP["base"]}}
+    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 8000}
+    return doc
+
+
 def _write(tmp_path: Path, doc: dict, name: str = "sweep.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -88,8 +95,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 
 def test_ctrl_c_stops_within_seconds_keeps_finished_runs_exit_130(tmp_path):
-    doc = {**SWEEP, "base": {**SWEEP["base"], "engine": "step"}}
-    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 1200}
+    doc = _long_runs()
     path = _write(tmp_path, doc)
     proc = _start(path, tmp_path / "out", "--jobs", "2")
     time.sleep(6.0)
@@ -111,8 +117,7 @@ def test_ctrl_c_stops_within_seconds_keeps_finished_runs_exit_130(tmp_path):
 
 
 def test_workers_exit_when_the_main_process_is_killed(tmp_path):
-    doc = {**SWEEP, "base": {**SWEEP["base"], "engine": "step"}}
-    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 1200}
+    doc = _long_runs()
     proc = _start(_write(tmp_path, doc), tmp_path / "out", "--jobs", "2")
     deadline = time.monotonic() + 30
     while len(_session_pids(proc.pid)) < 3 and time.monotonic() < deadline:
