@@ -56,8 +56,7 @@ class AllocStatus(enum.Enum):
     NEVER = "never"  # can never fit in this pool, whatever is freed
 
 
-@dataclass(frozen=True)
-class AllocRequest:
+class AllocRequest(NamedTuple):
     """What an allocator is told when a group asks to be admitted.
 
     ``num_tokens`` is the number of slots to hold now: the prompt length on first
@@ -79,8 +78,7 @@ class AllocRequest:
     target_len: int = 0
 
 
-@dataclass(frozen=True)
-class Allocation:
+class Allocation(NamedTuple):
     """Result of a successful ``allocate``: how much of the prompt came from the prefix cache."""
 
     num_cached_tokens: int = 0
@@ -113,8 +111,17 @@ class DecodeTotals(NamedTuple):
     num_blocks: int
 
 
-@dataclass(frozen=True)
-class MemoryUsage:
+class _MemoryUsageFields(NamedTuple):
+    capacity_slots: int
+    token_slots: int
+    reserved_slots: int
+    internal_frag_slots: int
+    external_frag_slots: int
+    unused_slots: int
+    shared_saved_slots: int = 0
+
+
+class MemoryUsage(_MemoryUsageFields):
     """Where every slot of the KV pool is at one instant (the paper's Figure 2 categories).
 
     - token_slots: slots holding KV of tokens already computed;
@@ -131,33 +138,57 @@ class MemoryUsage:
     would hold if each had its own copy of every block, minus the slots they hold
     (0 for allocators that never share). The paper's §6.3 "memory saving" is its
     time-weighted ratio to the unshared total.
+
+    An immutable named tuple (one is made every engine step, so it is cheap to build).
     """
 
-    capacity_slots: int
-    token_slots: int
-    reserved_slots: int
-    internal_frag_slots: int
-    external_frag_slots: int
-    unused_slots: int
-    shared_saved_slots: int = 0
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        capacity_slots: int,
+        token_slots: int,
+        reserved_slots: int,
+        internal_frag_slots: int,
+        external_frag_slots: int,
+        unused_slots: int,
+        shared_saved_slots: int = 0,
+    ) -> MemoryUsage:
+        self = tuple.__new__(
+            cls,
+            (
+                capacity_slots,
+                token_slots,
+                reserved_slots,
+                internal_frag_slots,
+                external_frag_slots,
+                unused_slots,
+                shared_saved_slots,
+            ),
+        )
+        if (
+            token_slots < 0
+            or reserved_slots < 0
+            or internal_frag_slots < 0
+            or external_frag_slots < 0
+            or unused_slots < 0
+            or shared_saved_slots < 0
+            or token_slots
+            + reserved_slots
+            + internal_frag_slots
+            + external_frag_slots
+            + unused_slots
+            != capacity_slots
+        ):
+            from pagesim.errors import InvariantError
+
+            raise InvariantError(f"memory usage does not add up to capacity: {self}")
+        return self
 
     @property
     def held_slots(self) -> int:
         """Slots held by sequences (token states + reservation + internal fragmentation)."""
         return self.token_slots + self.reserved_slots + self.internal_frag_slots
-
-    def __post_init__(self) -> None:
-        parts = (
-            self.token_slots,
-            self.reserved_slots,
-            self.internal_frag_slots,
-            self.external_frag_slots,
-            self.unused_slots,
-        )
-        if min(parts) < 0 or self.shared_saved_slots < 0 or sum(parts) != self.capacity_slots:
-            from pagesim.errors import InvariantError
-
-            raise InvariantError(f"memory usage does not add up to capacity: {self}")
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class PagedAllocator(KVAllocator):
         self._exact_seq_ids: dict[int, None] = {}
         #: GPU groups by number of sequences (vLLM's can_append_slots needs one block each)
         self._num_groups_by_size: dict[int, int] = {}
+        self._max_group_size = 0
         #: sum of the GPU tables' lengths (a block shared by k tables counts k times)
         self._num_table_blocks = 0
         # the lockstep set (module docstring)
@@ -353,8 +354,12 @@ class PagedAllocator(KVAllocator):
         count = self._num_groups_by_size.get(size, 0) + delta
         if count:
             self._num_groups_by_size[size] = count
+            if size > self._max_group_size:
+                self._max_group_size = size
         else:
             del self._num_groups_by_size[size]
+            if size == self._max_group_size:
+                self._max_group_size = max(self._num_groups_by_size, default=0)
 
     # -- growth, forks, frees ---------------------------------------------------------------
     def can_append_slots(self, group_id: int) -> bool:
@@ -368,7 +373,7 @@ class PagedAllocator(KVAllocator):
         while each appends a slot to every sequence: the free blocks minus every block
         the appends open or copy cover the largest group. Sufficient, not necessary: when
         False the caller visits the groups one by one."""
-        if not self._num_groups_by_size:
+        if not self._max_group_size:
             return True
         bs = self._block_size
         need = len(self._seq_ids_by_residue[-self._clock % bs])
@@ -380,7 +385,7 @@ class PagedAllocator(KVAllocator):
                 else:
                     shared.add(self._table_by_seq[seq_id][-1])
             need += sum(self.gpu.ref_count(b) - 1 for b in shared)
-        return self.gpu.num_free_blocks - need >= max(self._num_groups_by_size)
+        return self.gpu.num_free_blocks - need >= self._max_group_size
 
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):

@@ -111,5 +111,8 @@ def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
     for group_id, members in alloc._seq_ids_by_group.items():
         if group_id not in alloc._swapped_group_ids:
             sizes[len(members)] = sizes.get(len(members), 0) + 1
-    if sizes != alloc._num_groups_by_size:
-        raise InvariantError(f"paged: groups by size {alloc._num_groups_by_size} != {sizes}")
+    if sizes != alloc._num_groups_by_size or alloc._max_group_size != max(sizes, default=0):
+        raise InvariantError(
+            f"paged: groups by size {alloc._num_groups_by_size} (largest "
+            f"{alloc._max_group_size}) != {sizes}"
+        )

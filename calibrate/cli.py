@@ -2,6 +2,8 @@
 
 pagesim calibrate --model opt-13b --out DIR [--quick] [--seed N]
 pagesim calibrate report DIR
+pagesim calibrate import --gpu a100-80gb --attention F --mlp F [F ...] --cpu-overheads F
+                         --origin FILE=OWNER/REPO@COMMIT ... --out DIR
 """
 
 from __future__ import annotations
@@ -33,10 +35,93 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="seed of the grid, inputs and hold-out split"
     )
     parser.set_defaults(func=_run)
-    sub = parser.add_subparsers(dest="calibrate_command", metavar="{report}")
+    sub = parser.add_subparsers(dest="calibrate_command", metavar="{report,import}")
     report = sub.add_parser("report", help="rebuild report.md and plots from a calibration folder")
     report.add_argument("dir", help="a folder written by `pagesim calibrate`")
     report.set_defaults(func=_report)
+    _register_import(sub)
+
+
+def _register_import(sub: argparse._SubParsersAction) -> None:
+    imp = sub.add_parser(
+        "import",
+        help="fit a profile on operator timings measured by others (Vidur's tables)",
+        description=(
+            "Read Vidur's operator tables (attention, the GEMMs of a layer, per-step CPU "
+            "overheads), turn them into calibrate's measurement schema and run the same fit "
+            "and report as a measured run (20%% of each term's points held out). The profile "
+            "is labelled kind 'external' with every table's file, repository, commit and "
+            "sha256; no table is copied into DIR. Attention tables from another GPU "
+            "(--attention-gpu) are fitted there and projected, and the profile says so."
+        ),
+    )
+    imp.add_argument("--gpu", required=True, help="GPU spec the GEMM and CPU tables describe")
+    imp.add_argument("--attention", nargs="+", default=[], metavar="CSV", help="attention tables")
+    imp.add_argument("--mlp", nargs="+", default=[], metavar="CSV", help="MLP (GEMM) tables")
+    imp.add_argument(
+        "--cpu-overheads", nargs="+", default=[], metavar="CSV", help="CPU-overhead tables"
+    )
+    imp.add_argument(
+        "--attention-gpu",
+        default=None,
+        help="GPU spec the attention tables were measured on, if not --gpu (then projected)",
+    )
+    imp.add_argument(
+        "--tensor-parallel",
+        type=int,
+        default=1,
+        help="which rows of the CPU-overhead table to fit (its tensor_parallel_degree; default 1)",
+    )
+    imp.add_argument(
+        "--origin",
+        action="append",
+        default=[],
+        metavar="FILE=OWNER/REPO@COMMIT",
+        help="where a table came from (once per table), recorded in the profile",
+    )
+    imp.add_argument("--out", required=True, help="output folder (profile.yaml, report.md, plot)")
+    imp.add_argument("--seed", type=int, default=0, help="seed of the hold-out split")
+    imp.set_defaults(func=_import)
+
+
+def _import(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from pagesim.calibrate.external import Source, VidurTables, import_vidur, parse_origins
+
+    groups = {k: [Path(p) for p in getattr(args, k)] for k in ("attention", "mlp", "cpu_overheads")}
+    origins = parse_origins(args.origin, [p for paths in groups.values() for p in paths])
+
+    def sources(paths: list[Path]) -> tuple[Source, ...]:
+        return tuple(Source(p, *origins[p.name]) for p in paths)
+
+    tables = VidurTables(
+        gpu=args.gpu,
+        attention=sources(groups["attention"]),
+        mlp=sources(groups["mlp"]),
+        cpu_overheads=sources(groups["cpu_overheads"]),
+        attention_gpu=args.attention_gpu,
+        tensor_parallel=args.tensor_parallel,
+    )
+    argv = ["--gpu", args.gpu]
+    for flag, key in (
+        ("--attention", "attention"),
+        ("--mlp", "mlp"),
+        ("--cpu-overheads", "cpu_overheads"),
+    ):
+        if groups[key]:
+            argv += [flag, *(p.name for p in groups[key])]
+    if args.attention_gpu:
+        argv += ["--attention-gpu", args.attention_gpu]
+    argv += [f"--origin={o}" for o in args.origin]
+    command = "pagesim calibrate import " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
+    print(f"calibrate import: {len(tables.sources)} tables, writing to {args.out}", file=sys.stderr)
+    profile, report = import_vidur(tables, Path(args.out), seed=args.seed, command=command)
+    print(f"profile: {profile}")
+    print(f"report: {report}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -41,13 +41,14 @@ PARSIMONY = 1.1
 
 TERM_EXTRAS: dict[str, tuple[str, ...]] = {
     "gemm": (),
-    "prefill_attention": ("seqs",),
+    "prefill_attention": ("seqs", "tokens"),  # per query token: softmax rows, Q/O traffic
     "paged_decode_attention": ("blocks", "seqs"),
     "contiguous_decode_attention": ("seqs",),
     "kv_write": (),
     "block_copy": ("blocks",),
     "swap": ("blocks",),
-    "step_overhead": (),
+    "step_overhead": ("seqs",),  # per-step CPU work vs batch size (``calibrate import``)
+    "pointwise": (),
 }
 
 
@@ -78,9 +79,13 @@ class TermFit:
     def train_mape(self) -> float:
         return float(self._rel_err(~self.is_heldout).mean())
 
-    def to_term(self) -> Term:
+    def to_term(self, origin: str = "") -> Term:
         return Term(
-            dict(self.coefficients), self.heldout_mape, self.heldout_max_err, self.num_points
+            dict(self.coefficients),
+            self.heldout_mape,
+            self.heldout_max_err,
+            self.num_points,
+            origin,
         )
 
 
@@ -172,8 +177,14 @@ def _features(df: pd.DataFrame) -> dict[str, np.ndarray]:
     }
 
 
-def fit_term(term: str, df: pd.DataFrame, rng: np.random.Generator) -> TermFit:
-    """Fit one term on its rows of the measurements (20% held out, chosen by ``rng``)."""
+def fit_term(
+    term: str, df: pd.DataFrame, rng: np.random.Generator, extras: tuple[str, ...] | None = None
+) -> TermFit:
+    """Fit one term on its rows of the measurements (20% held out, chosen by ``rng``).
+
+    ``extras`` replaces the term's :data:`TERM_EXTRAS` when the data cannot separate one of
+    them from bytes (e.g. per-block cost in a table with a single block size).
+    """
     if term not in TERM_EXTRAS:
         raise DataError(f"measurements: unknown term {term!r}; known terms: {list(TERM_NAMES)}")
     if len(df) == 0:
@@ -184,15 +195,27 @@ def fit_term(term: str, df: pd.DataFrame, rng: np.random.Generator) -> TermFit:
     if len(df) >= MIN_POINTS_FOR_HOLDOUT:
         is_heldout[rng.permutation(len(df))[: max(1, round(HOLDOUT_FRACTION * len(df)))]] = True
     train = {k: v[~is_heldout] for k, v in feats.items()}
-    coefs = fit_coefficients(train, y[~is_heldout], TERM_EXTRAS[term])
+    coefs = fit_coefficients(train, y[~is_heldout], TERM_EXTRAS[term] if extras is None else extras)
     return TermFit(term, coefs, y, predict(coefs, feats), is_heldout)
 
 
-def fit_all(df: pd.DataFrame, rng: np.random.Generator) -> dict[str, TermFit]:
-    """Fit every term present in ``df``, in TERM_NAMES order (so ``rng`` use is deterministic)."""
+def fit_all(
+    df: pd.DataFrame,
+    rng: np.random.Generator,
+    extras: dict[str, tuple[str, ...]] | None = None,
+) -> dict[str, TermFit]:
+    """Fit every term present in ``df``, in TERM_NAMES order (so ``rng`` use is deterministic).
+
+    ``extras`` overrides :data:`TERM_EXTRAS` per term (see :func:`fit_term`).
+    """
+    extras = extras or {}
     unknown = sorted(set(df["term"]) - set(TERM_NAMES))
     if unknown:
         raise DataError(
             f"measurements: unknown term {unknown[0]!r}; known terms: {list(TERM_NAMES)}"
         )
-    return {t: fit_term(t, df[df["term"] == t], rng) for t in TERM_NAMES if (df["term"] == t).any()}
+    return {
+        t: fit_term(t, df[df["term"] == t], rng, extras.get(t))
+        for t in TERM_NAMES
+        if (df["term"] == t).any()
+    }

@@ -114,7 +114,8 @@ def render_report(
         "",
         "Notes: achieved rates are 1 / s_per_byte and 1 / s_per_flop of each fit. "
         f"{'' if not nonconv else f'{nonconv} measurements stopped at the maximum repeat count before their spread was tight (see is_converged in the CSV). '}"
-        "Terms not measured here (step_overhead) come from the analytic profile when the simulator loads this one.",
+        "Terms not measured here (step_overhead) come from the analytic profile when the simulator loads this one; "
+        "the optional pointwise term (element-wise kernels) is not timed here and costs nothing without it.",
         "",
     ]
     return "\n".join(lines)

@@ -29,7 +29,7 @@ from pagesim.simulator.result import RunResult
 from pagesim.simulator.spec import RunSpec
 
 #: gzip without a timestamp, so the same table is the same bytes; level 1 because a
-#: sweep writes two tables per run and level 9 took longer than the fast engine runs.
+#: sweep writes two tables per run and level 9 took longer than the runs themselves.
 GZIP_OPTIONS = {"method": "gzip", "mtime": 0, "compresslevel": 1}
 #: Floats in CSVs: pandas default, the shortest repr that round-trips a float64.
 FLOAT_FORMAT: str | None = None

@@ -107,8 +107,25 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_validate_vllm(args: argparse.Namespace) -> int:
+    from pagesim.experiments.vllm_validation import write_validation
+
+    written = write_validation(args.data, args.out, args.docs)
+    for label, path in written.items():
+        print(f"{label}: {path}")
+    return 0
+
+
+def _cmd_crosscheck_splitwise(args: argparse.Namespace) -> int:
+    from pagesim.experiments.splitwise_crosscheck import write_crosscheck
+
+    for label, path in write_crosscheck(args.data, args.out, args.docs).items():
+        print(f"{label}: {path}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``run``, ``validate`` and ``list``."""
+    """Add ``run``, ``validate``, ``validate-vllm``, ``crosscheck-splitwise`` and ``list``."""
     fmt = argparse.RawDescriptionHelpFormatter
     run = subparsers.add_parser(
         "run",
@@ -161,6 +178,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("experiment", help="an experiment YAML file, or a shipped name")
     validate.add_argument("--quick", action="store_true", help="validate the --quick variant too")
     validate.set_defaults(func=_cmd_validate)
+
+    vv = subparsers.add_parser(
+        "validate-vllm",
+        help="replay real vLLM runs (DistServe's OPT-13B records) and compare latencies",
+        description=(
+            "Replay each run of DIR (DistServe's vllm-N-RATE.csv: per-request records of real vLLM "
+            "serving OPT-13B on one A100-80GB) through the vllm scheduler with that vLLM's "
+            "settings, under the analytic and the fitted (a100-80gb-vidur) cost models, and "
+            "write predicted vs measured TTFT, TPOT and E2E (p50, p90, mean) per rate, the "
+            "saturation rate, a chart and a page. Nothing is fitted on the runs."
+        ),
+        epilog="examples:\n  pagesim validate-vllm --data ../shared/data/distserve_vllm_opt13b "
+        "--out out/validation --docs docs/validation.md\n",
+        formatter_class=fmt,
+    )
+    vv.add_argument("--data", required=True, help="folder with DistServe's vllm-N-RATE.csv runs")
+    vv.add_argument("--out", required=True, help="output folder (CSV, chart, page)")
+    vv.add_argument(
+        "--docs", default=None, help="also write the page here (and its chart beside it)"
+    )
+    vv.set_defaults(func=_cmd_validate_vllm)
+
+    cs = subparsers.add_parser(
+        "crosscheck-splitwise",
+        help="predict Splitwise's measured iteration times from the Vidur-fitted profiles",
+        description=(
+            "Predict every measured prefill and decode iteration time of FILE (Splitwise's "
+            "perf_model.csv: Llama-2-70B on A100/H100 at TP 2-8) with the profiles fitted on "
+            "Vidur's operator tables and with the analytic profile; write the errors per "
+            "model, GPU and TP. Nothing is fitted on FILE."
+        ),
+        epilog="examples:\n  pagesim crosscheck-splitwise --data ../shared/data/splitwise/perf_model.csv "
+        "--out out/crosscheck --docs docs/crosscheck_splitwise.md\n",
+        formatter_class=fmt,
+    )
+    cs.add_argument("--data", required=True, help="Splitwise's perf_model.csv")
+    cs.add_argument("--out", required=True, help="output folder (CSV and page)")
+    cs.add_argument("--docs", default=None, help="also write the page here")
+    cs.set_defaults(func=_cmd_crosscheck_splitwise)
 
     listing = subparsers.add_parser(
         "list",

@@ -29,7 +29,7 @@ from pagesim.experiments.registries import unknown_names
 from pagesim.experiments.schema_paths import allowed_keys, check_dotted_path
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.simulator.spec import RunSpec
-from pagesim.specbase import error_message
+from pagesim.specbase import error_text
 
 
 def _loc_path(prefix: str, loc: tuple) -> str:
@@ -47,10 +47,11 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        msg = error_message(err)
         if err["type"] == "extra_forbidden":
             keys = allowed_keys(model, [str(p) for p in loc[:-1] if not isinstance(p, int)])
             msg = f"unknown key; allowed keys: {', '.join(keys)}"
+        else:
+            msg = error_text(err)
         lines.append(f"{source}: {_loc_path(prefix, loc)}: {msg}")
     return "; ".join(lines)
 
@@ -109,7 +110,7 @@ def _check_sweep_values(spec: ExperimentSpec, source: str) -> None:
                 for path in row:
                     if loc_path == path or loc_path.startswith(path + "."):
                         raise ConfigError(
-                            f"{source}: {where.format(path=path)}: {error_message(err)}"
+                            f"{source}: {where.format(path=path)}: {error_text(err)}"
                         ) from None
 
 

@@ -73,6 +73,14 @@ EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
         _AZURE_URL + "AzureLLMInferenceTrace_code.csv",
         "AzureLLMInferenceTrace_code.csv", "CC-BY 4.0", "azure_code.npz",
         "pagesim workload prepare azure-code"),
+    "sharegpt-paper": ExternalDataset(
+        "sharegpt-paper",
+        "the PagedAttention paper artifact's ShareGPT (input_len, output_len) pairs, "
+        "84,226, OPT tokenizer",
+        "https://raw.githubusercontent.com/sosp-ae-39/sosp-ae-astra/main/datasets/"
+        "sharegpt_opt_text_completion_length.pkl",
+        "sharegpt_opt_text_completion_length.pkl", "no licence stated by the artifact",
+        "sharegpt_paper.npz", "pagesim workload prepare sharegpt-paper"),
 }  # fmt: skip
 
 

@@ -4,7 +4,7 @@
 an error instead of a silent coercion (a YAML ``"16"`` is not 16; pagesim reads YAML
 as 1.2 does, so ``1e3`` is the float 1000.0, which an integer field refuses with a
 message saying so); ``allow_inf_nan=False`` refuses ``.inf`` and ``.nan`` everywhere.
-:func:`error_message` words pydantic's errors for a person ("not a number", not
+:func:`error_text` words pydantic's errors for a person ("not a number", not
 "should be greater than 0").
 """
 
@@ -20,8 +20,9 @@ class StrictSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def error_message(err: dict[str, Any]) -> str:
-    """pydantic's message for one error, reworded where it would mislead."""
+def error_text(err: dict[str, Any]) -> str:
+    """A pydantic error's message as pagesim prints it: without "Value error, ", and
+    reworded where pydantic's would mislead (NaN, infinity, a float for an integer)."""
     value = err.get("input")
     if isinstance(value, float) and not isinstance(value, bool):
         if math.isnan(value):
@@ -33,7 +34,8 @@ def error_message(err: dict[str, Any]) -> str:
                 f"{value!r} is a float, and this key takes an integer "
                 f"(YAML reads 1e3 as a float); write {int(value)}"
             )
-    return err["msg"]
+    msg = err["msg"]
+    return msg.removeprefix("Value error, ") if err["type"] == "value_error" else msg
 
 
 def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
@@ -46,9 +48,7 @@ def format_validation_error(exc: Any, source: str, prefix: str = "") -> str:
                 path += f"[{part}]"
             else:
                 path += f".{part}" if path else str(part)
-        msg = error_message(err)
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+        msg = "unknown key" if err["type"] == "extra_forbidden" else error_text(err)
         lines.append(f"{source}: {path or '<root>'}: {msg}")
     return "; ".join(lines)
 

@@ -86,12 +86,15 @@ class Engine:
         recorder: StepRecorder,
         on_done: Callable[[SequenceGroup], None],
         *,
+        decode_time_fn: Callable[..., Callable[[int, int, int], float]] | None = None,
         max_sim_time_s: float | None = None,
         check_invariants: bool = False,
     ):
         self.env = env
         self.scheduler = scheduler
         self.step_time_s = step_time_s
+        #: ``CostModel.decode_time_fn``: a pure decode step's time from its totals
+        self.decode_time_fn = decode_time_fn or self._decode_time_from_plan
         self.recorder = recorder
         self.on_done = on_done
         self.check = check_invariants
@@ -170,40 +173,57 @@ class Engine:
                 if num_ticks > 0:
                     t = yield from self._decode_span(t, num_ticks, step)
 
+    def _decode_time_from_plan(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
+        def time_s(num_seqs: int, context_sum: int, num_blocks: int) -> float:
+            plan = BatchPlan(0, 0, 0, 0.0, num_seqs, context_sum, num_blocks, is_paged=is_paged)
+            return self.step_time_s(plan)
+
+        return time_s
+
     def _decode_span(self, t: float, num_ticks: int, step: Step):
         """Up to ``num_ticks`` decode steps that repeat ``step``'s decisions
         (``Scheduler.steady_ticks``), each through the same rules as any step: the
         allocator's bulk append and usage, the cost model, the scheduler's clock, the
-        recorder; without building a Step record. Ends early when the allocator cannot
-        append in bulk or a request has arrived. Returns the time reached."""
-        env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
+        recorder; without building a Step record. Ends after the step in which groups
+        finish, or early when the allocator cannot append in bulk or a request has
+        arrived. Returns the time reached."""
+        env, sched, rec = self.env, self.scheduler, self.recorder
         alloc = sched.allocator
+        append_all_measured, tick, record_decode = (
+            alloc.append_all_measured,
+            sched.tick,
+            rec.record_decode,
+        )
+        decode_time_s = self.decode_time_fn(is_paged=step.plan.is_paged)
         blocked = step.is_blocked
         queues = (step.num_waiting, step.num_running, step.num_swapped)
         num_groups = step.num_decode_groups
-        block_size, is_paged = step.plan.block_size, step.plan.is_paged
         num_arrived = self.num_arrived
-        for _ in range(num_ticks):
-            if self.num_arrived != num_arrived:
-                break
-            measured = alloc.append_all_measured(blocked)
+        horizon_s = min(self.next_arrival_s, self.limit_s)
+        check = self.check
+        last = num_ticks - 1
+        for i in range(num_ticks):
+            measured = append_all_measured(blocked)
             if measured is None:
                 break
             (num_seqs, num_slots, num_blocks), usage_slots = measured
-            duration_s = step_time_s(
-                BatchPlan(
-                    0, 0, 0, 0.0, num_seqs, num_slots, num_blocks, 0, 0, 0, block_size, is_paged
-                )
-            )
+            duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
             end_s = t + duration_s
-            if end_s >= self.next_arrival_s or end_s >= self.limit_s:
+            if end_s >= horizon_s:
                 yield _timeout_at(env, end_s)
-            sched.tick(end_s)
-            if self.check:
+                horizon_s = min(self.next_arrival_s, self.limit_s)
+            tick(end_s)
+            finished = i == last and sched.finish_due(end_s)
+            if finished:
+                self._collect_done()
+            if check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
-            t = self.last_event_s = end_s
+            record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+            t = end_s
+            if finished or self.num_arrived != num_arrived:
+                break
+        self.last_event_s = t
         return t
 
     def _collect_done(self) -> None:

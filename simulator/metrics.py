@@ -11,7 +11,11 @@ in). :class:`StepRecorder` keeps
   seconds, or per step with ``metrics.every_step``. A window holds the steps and
   idle periods that *start* in it (a step is never split); its memory columns are
   time-weighted means over them, its counts are sums, its queue lengths and batch
-  size are means per step.
+  size are means per step. ``mem_shared_saved_frac`` (the last column) is what
+  sharing saves (``MemoryUsage.shared_saved_slots``) as a fraction of capacity, so
+  that per step the logical / physical block ratio of a paged pool is
+  ``(held + saved) / held`` with held = token + reserved + internal fractions (see
+  ``reducers.py``, the paper artifact's Fig. 15).
 
 Memory stays O(1) per step: only the current window is open; rows are tuples.
 
@@ -51,6 +55,7 @@ TIMESERIES_COLUMNS = (
     "num_running",
     "num_swapped",
     "prefix_hit_tokens",
+    "mem_shared_saved_frac",
 )
 
 MEM_FRAC_COLUMNS = TIMESERIES_COLUMNS[6:11]
@@ -123,7 +128,9 @@ class StepRecorder:
         self.num_steps += 1
         self.num_decode_steps += 1
         self.decode_batch_sum += num_groups
-        acc = self._open(start_s)
+        acc = self._acc
+        if self.every_step or int(start_s // self.sample_interval_s) != self._window_index:
+            acc = self._open(start_s)
         acc.num_steps += 1
         acc.batch_sum += num_groups
         acc.decode_tokens += num_seqs
@@ -148,6 +155,7 @@ class StepRecorder:
 
     def mem_fracs(self) -> dict[str, float]:
         """Time-weighted mean fraction of capacity per memory category over the run."""
+        self._close()
         denom = self.total_s * self.capacity_slots
         return {
             name: (v / denom if denom > 0 else 0.0)
@@ -158,6 +166,7 @@ class StepRecorder:
     def sharing_saved_frac(self) -> float:
         """Time-weighted blocks saved by sharing / blocks the sequences would hold unshared
         (the paper's §6.3 "memory saving"); 0 when nothing is held or shared."""
+        self._close()
         held = self.mem_slot_s[0] + self.mem_slot_s[1] + self.mem_slot_s[2]
         unshared = held + self.shared_saved_slot_s
         return self.shared_saved_slot_s / unshared if unshared > 0 else 0.0
@@ -186,35 +195,28 @@ class StepRecorder:
     def _add_memory(
         self, acc: _Window, duration_s: float, slots: tuple[int, int, int, int, int, int]
     ) -> None:
-        """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``)."""
-        token, reserved, internal, external, unused = slots[:5]
-        total = self.mem_slot_s
+        """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``), into
+        the open window (the run totals take each window's sums when it closes)."""
+        token, reserved, internal, external, unused, saved = slots
         window = acc.mem_slot_s
-        w = token * duration_s
-        total[0] += w
-        window[0] += w
-        w = reserved * duration_s
-        total[1] += w
-        window[1] += w
-        w = internal * duration_s
-        total[2] += w
-        window[2] += w
-        w = external * duration_s
-        total[3] += w
-        window[3] += w
-        w = unused * duration_s
-        total[4] += w
-        window[4] += w
-        self.shared_saved_slot_s += slots[5] * duration_s
-        self.total_s += duration_s
+        window[0] += token * duration_s
+        window[1] += reserved * duration_s
+        window[2] += internal * duration_s
+        window[3] += external * duration_s
+        window[4] += unused * duration_s
+        acc.shared_saved_slot_s += saved * duration_s
         acc.duration_s += duration_s
-        free_blocks = (external + unused) // self.block_size
-        acc.free_block_s += free_blocks * duration_s
+        acc.free_block_s += (external + unused) // self.block_size * duration_s
 
     def _close(self) -> None:
         acc = self._acc
         if acc.num_steps == 0 and acc.duration_s == 0:
             return
+        total = self.mem_slot_s
+        for i, slot_s in enumerate(acc.mem_slot_s):
+            total[i] += slot_s
+        self.shared_saved_slot_s += acc.shared_saved_slot_s
+        self.total_s += acc.duration_s
         self._rows.append(
             self._row(
                 acc.t_s,
@@ -229,6 +231,7 @@ class StepRecorder:
                 acc.swapped,
                 acc.queue_sums,
                 acc.prefix_hit_tokens,
+                acc.shared_saved_slot_s,
             )
         )
         self._acc = _Window()
@@ -247,6 +250,7 @@ class StepRecorder:
         swapped,
         queue_sums,
         prefix_hit_tokens,
+        shared_saved_slot_s,
     ) -> tuple:
         """A TIMESERIES_COLUMNS row from a window's sums."""
         denom = d * self.capacity_slots
@@ -263,6 +267,7 @@ class StepRecorder:
             swapped,
             *((q / steps if steps else 0.0) for q in queue_sums),
             prefix_hit_tokens,
+            shared_saved_slot_s / denom if denom > 0 else 0.0,
         )
 
 
@@ -288,6 +293,7 @@ class _Window:
         "prefill_tokens",
         "decode_tokens",
         "mem_slot_s",
+        "shared_saved_slot_s",
         "free_block_s",
         "copied",
         "swapped",
@@ -303,6 +309,7 @@ class _Window:
         self.prefill_tokens = 0
         self.decode_tokens = 0
         self.mem_slot_s = [0.0] * 5
+        self.shared_saved_slot_s = 0.0
         self.free_block_s = 0.0
         self.copied = 0
         self.swapped = 0

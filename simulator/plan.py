@@ -18,16 +18,16 @@ scheduler keeps that) and carries only the totals that determine the step's dura
 These are the attention kernels' sufficient statistics (``costmodel.features``), so a
 plan costs O(1) whatever the batch, and a scheduler whose allocator keeps running totals
 builds it in O(1). :meth:`BatchPlan.from_lens` builds one from per-sequence lengths.
+A plan is an immutable named tuple (one is made every step, so it is cheap to build).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPlan:
+class BatchPlan(NamedTuple):
     num_prefill_seqs: int = 0
     num_prefill_tokens: int = 0
     prefill_context_sum: int = 0

@@ -63,7 +63,8 @@ class RunResult:
     ``metrics.every_step``): ``t_s``, ``duration_s``, ``num_steps``, ``batch_size``,
     ``num_prefill_tokens``, ``num_decode_tokens``, the five ``mem_*_frac`` columns,
     ``num_free_blocks``, ``num_copied_blocks``, ``num_swapped_blocks``,
-    ``num_waiting``, ``num_running``, ``num_swapped``, ``prefix_hit_tokens``.
+    ``num_waiting``, ``num_running``, ``num_swapped``, ``prefix_hit_tokens``,
+    ``mem_shared_saved_frac``. ``reducers.py`` reduces it the paper artifact's ways.
     """
 
     summary: dict[str, float]

@@ -7,7 +7,7 @@ the cost model and the scheduler, replay the trace on the SimPy engine
 ``numpy.random.default_rng(spec.seed)`` is made here and passed down: first to trace
 building, then to the scheduler (beam choices). The summary then gets the vLLM-named
 metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
-records).
+records), and the extra values the ``metrics.reducers`` named (``simulator/reducers.py``).
 
 ``extra["num_dropped"]`` counts the requests the workload filters removed (and
 ``extra["dropped_share"]`` their share of the candidates they examined), and
@@ -30,6 +30,7 @@ from pagesim.errors import ConfigError
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.provenance import request_notes, step_cost_notes
+from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
@@ -80,6 +81,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         trace,
         scheduler,
         cost_model.step_time_s,
+        decode_time_fn=cost_model.decode_time_fn,
         sample_interval_s=spec.metrics.sample_interval_s,
         every_step=spec.metrics.every_step,
         max_sim_time_s=spec.max_sim_time_s,
@@ -96,6 +98,8 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
             token_gaps=scheduler.token_gaps,
         )
     )
+    for name in spec.metrics.reducers:
+        result.extra.update(reduce(result.timeseries, name).as_columns())
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
@@ -108,6 +112,7 @@ def run_engine(
     scheduler: Scheduler,
     step_time_s,
     *,
+    decode_time_fn=None,
     sample_interval_s: float = 1.0,
     every_step: bool = False,
     max_sim_time_s: float | None = None,
@@ -115,7 +120,10 @@ def run_engine(
     progress: bool = False,
     wall_start: float | None = None,
 ) -> RunResult:
-    """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``.
+    """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``
+    (and ``decode_time_fn(is_paged=...)(num_seqs, context_sum, num_blocks)``, the same for
+    pure decode steps given by their totals, as ``CostModel.decode_time_fn``; default:
+    through a plan).
 
     The part of :func:`simulate` below the factories: tests drive it with small
     allocators and constant step times.
@@ -144,6 +152,7 @@ def run_engine(
         step_time_s,
         recorder,
         on_done,
+        decode_time_fn=decode_time_fn,
         max_sim_time_s=max_sim_time_s,
         check_invariants=check_invariants,
     )

@@ -113,12 +113,41 @@ class MetricsSpec(_Spec):
     ``p<q>_*_ms`` columns it adds (vLLM's ``--metric-percentiles``, default 99; kept
     sorted), and ``slo``, when given, adds ``request_goodput``. An experiment usually
     sets both at its top level (``percentiles:``, ``slo:``) for all its runs.
+
+    ``reducers`` names reductions of the time series to add to the run's metrics
+    (``simulator/reducers.py``, docs/metrics.md): ``time-weighted`` (pagesim's own,
+    the summary's memory fractions), ``artifact-fig2``, ``artifact-fig13``,
+    ``artifact-fig15`` (as the PagedAttention artifact's plots average: plain means
+    over scheduler steps in a window of time; these need ``every_step: true``). Each
+    adds columns prefixed with its name (``artifact_fig2_mem_token_frac``, ...,
+    ``artifact_fig2_num_steps``), so every number says which reducer made it; a run
+    with no step in a reducer's window is an error.
     """
 
     sample_interval_s: float = Field(default=1.0, gt=0)
     every_step: bool = False
     percentiles: list[float] = Field(default_factory=lambda: [99.0], min_length=1)
     slo: SloSpec | None = None
+    reducers: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_reducers(self) -> MetricsSpec:
+        from pagesim.simulator.reducers import REDUCERS
+
+        unknown = [name for name in self.reducers if name not in REDUCERS]
+        if unknown:
+            raise ValueError(
+                f"unknown reducer {unknown[0]!r} in metrics.reducers; known: {', '.join(REDUCERS)}"
+            )
+        if len(set(self.reducers)) != len(self.reducers):
+            raise ValueError(f"metrics.reducers must be distinct, got {self.reducers}")
+        per_step = [name for name in self.reducers if REDUCERS[name].needs_every_step]
+        if per_step and not self.every_step:
+            raise ValueError(
+                f"metrics.reducers {', '.join(per_step)} average over scheduler steps: "
+                "set metrics.every_step: true"
+            )
+        return self
 
     @field_validator("percentiles")
     @classmethod

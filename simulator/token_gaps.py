@@ -8,10 +8,11 @@ token counter advances: the gap is the time since that request's previous token
 recompute all lengthen the gap, as a streaming client would see).
 
 Many requests advance in the same step with the same gap, so single gaps (:meth:`add`,
-the step engine, one call per token) are kept as a multiset ``gap_s -> count``
+one call per token of a request advanced on its own) are kept as a multiset ``gap_s -> count``
 (memory grows with the distinct gaps, not with the tokens); a bulk decode path hands
-over ``(gap, count)`` pairs instead: :meth:`add_run` (the groups that decoded in the
-previous step too share one gap; one pair per step, 16 bytes, in typed arrays) or
+over ``(gap, count)`` pairs instead: :meth:`add_run` (the groups riding the decode
+clock that decoded in the previous step too share one gap; one pair per step, 16 bytes,
+in typed arrays) or
 :meth:`add_many` (whole arrays). The statistics equal numpy's on the
 expanded list: ``np.mean``, ``np.std`` (population, ``ddof=0``), and
 ``np.percentile`` with linear interpolation between the two closest ranks.

@@ -28,9 +28,9 @@ def shared_root() -> Path:
 
 
 def shared_file(*parts: str) -> Path:
-    """A file of the shared data, or skip the calling test saying which is missing."""
+    """A file or folder of the shared data, or skip the calling test saying which is missing."""
     path = shared_root().joinpath(*parts)
-    if not path.is_file():
+    if not path.exists():
         pytest.skip(f"shared data {'/'.join(parts)} not found under {shared_root()}")
     return path
 

@@ -64,7 +64,7 @@ def test_run_spec_is_strict_and_names_the_key():
         run_spec_from_dict({"allocator": {"block_sise": 8}}, "x.yaml")
     with pytest.raises(ConfigError, match=r"allocator\.block_size"):
         run_spec_from_dict({"allocator": {"block_size": "16"}}, "x.yaml")  # no silent coercion
-    with pytest.raises(ConfigError, match="needs allocator 'paged'"):
+    with pytest.raises(ConfigError, match=r"'vllm' needs a paged allocator \(paged\), got 'max'"):
         run_spec_from_dict({"scheduler": {"kind": "vllm"}, "allocator": {"kind": "max"}}, "x.yaml")
     with pytest.raises(ConfigError, match="never preempts"):
         run_spec_from_dict(

@@ -25,7 +25,12 @@ DOCS = [
         "hardware": {"kv_slots": 4096},
         "allocator": {"kind": "paged", "prefix_caching": True, "swap_space_gib": 0.01},
         "scheduler": {"kind": "vllm", "preemption_mode": "swap"},
-        "metrics": {"every_step": True},
+        "metrics": {
+            "every_step": True,
+            "reducers": ["time-weighted"],
+            "percentiles": [50.0, 99.0],
+            "slo": {"ttft_ms": 500.0, "tpot_ms": 80.0, "e2el_ms": 20000.0},
+        },
         "max_sim_time_s": 30.0,
         "check_invariants": True,
     },
@@ -68,6 +73,11 @@ DOCS = [
         "allocator": {"kind": "paged", "block_size": 8, "watermark": 0.05},
         "scheduler": {"kind": "vllm", "max_num_batched_tokens": 1024, "max_num_seqs": 8},
         "seed": 3,
+    },
+    {
+        "workload": {"name": "sharegpt", "duration_s": 4.0, "selection": "artifact"},
+        "arrivals": {"process": "quantized-poisson", "rate_req_s": 4.0, "quantum_s": 0.02},
+        "hardware": {"kv_slots": 4096},
     },
     {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},

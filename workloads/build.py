@@ -12,7 +12,11 @@ Steps, all randomness from the one ``rng`` (same spec + same seed -> identical t
 3. choose requests: ``num_requests`` rows sampled with or without replacement
    (``workload.replace``; without replacement, asking for more rows than remain is a
    ConfigError), or as many as arrive before ``duration_s``; replay takes the
-   table's rows in time order instead of sampling;
+   table's rows in time order instead of sampling; ``selection: artifact`` (the
+   PagedAttention artifact's generator) filters by prompt + output < max_model_len
+   only, repeats the kept rows in file order to the number of requests, cuts, and
+   shuffles them (one ``rng.permutation``, drawn after the arrival times, as the
+   artifact shuffles after drawing its timestamps);
 4. apply the sharing shape (``n``, ``beam_width``, ``shared_prefix_len`` as segment
    0 of every prompt) and the arrival times (``arrivals.py``).
 
@@ -32,7 +36,7 @@ from pagesim.workloads.assemble import assemble_trace
 from pagesim.workloads.chat import chat_prompt_len, chat_requests
 from pagesim.workloads.filters import apply_filters
 from pagesim.workloads.lengthtable import LengthTable
-from pagesim.workloads.registry import get_source, load_rows
+from pagesim.workloads.registry import WORKLOADS, get_source, load_rows
 from pagesim.workloads.spec import ArrivalSpec, WorkloadSpec
 from pagesim.workloads.synthetic import ALPACA_LIKE_OUTPUT, ALPACA_LIKE_PROMPT, sample_lengths
 from pagesim.workloads.trace import Trace
@@ -59,9 +63,17 @@ def build_trace(
         and arrivals.process != "replay"
     ):
         raise ConfigError("give workload.num_requests or workload.duration_s")
+    if workload.selection == "artifact" and (source.kind != "table" or source.view == "chat"):
+        tables = sorted(n for n, s in WORKLOADS.items() if s.kind == "table" and s.view != "chat")
+        raise ConfigError(
+            f"workload.selection 'artifact' needs a table workload of independent rows "
+            f"({', '.join(tables)}), got {workload.name!r}"
+        )
     if source.kind == "synthetic":
         return _build_synthetic(workload, arrivals, max_model_len, rng)
     table = load_rows(workload.name, workload.path)
+    if workload.selection == "artifact":
+        return _build_artifact(workload, arrivals, table, max_model_len, rng)
     is_chat = source.view == "chat"
     prompt_for_filter = chat_prompt_len(table) if is_chat else table.prompt_len
     keep, dropped = apply_filters(
@@ -150,6 +162,39 @@ def _replay_rows(
             )
         return rows[: workload.num_requests], arrival_s[: workload.num_requests]
     return rows, arrival_s
+
+
+def _build_artifact(
+    workload: WorkloadSpec,
+    arrivals: ArrivalSpec,
+    table: LengthTable,
+    max_model_len: int,
+    rng: np.random.Generator,
+) -> Trace:
+    """``selection: artifact`` (see the module docstring)."""
+    if arrivals.process == "replay":
+        raise ConfigError(
+            "workload.selection 'artifact' draws its own arrivals; arrivals.process 'replay' "
+            "keeps the trace's rows and times instead"
+        )
+    prompt_len = table.prompt_len + workload.shared_prefix_len
+    keep = prompt_len + table.output_len < max_model_len
+    num_dropped = int(len(keep) - keep.sum())
+    dropped = {f"prompt_len + output_len >= {max_model_len}": num_dropped} if num_dropped else {}
+    times = _times(workload, arrivals, rng)
+    num = len(times) if times is not None else int(workload.num_requests or 0)
+    kept_rows = np.flatnonzero(keep)
+    if num > 0 and len(kept_rows) == 0:
+        raise ConfigError("no requests remain after the workload filters")
+    rows = np.resize(kept_rows, num)[rng.permutation(num)] if num else kept_rows[:0]
+    if times is None:
+        times = arrival_times(arrivals, num, rng)
+    return assemble_trace(
+        prompt_len=table.prompt_len[rows], output_len=table.output_len[rows], arrival_s=times,
+        n=workload.n, beam_width=workload.beam_width,
+        shared_prefix_len=workload.shared_prefix_len, name=workload.name,
+        source_note=table.source_note + "; artifact selection", dropped=dropped,
+    )  # fmt: skip
 
 
 def _build_synthetic(

@@ -7,7 +7,9 @@ shipped in ``workloads/data/``; the installed package is never written); ``--out
 writes elsewhere.
 
 ShareGPT and Alpaca sources are tokenized (``tokenizer.py``; GPT-2 BPE unless a
-tokenizer is given); timestamped CSVs already carry token counts. The table is
+tokenizer is given); timestamped CSVs and the paper artifact's length pairs
+(``artifact.py``: its ``.pkl``, read with an unpickler that refuses every global, or
+a CSV ``input_len,output_len``) already carry token counts. The table is
 written atomically (``lengthtable.save_table``): on any error nothing is written.
 A table with no rows, or with no row that passes the default workload filters, or
 from a ShareGPT file cut off before ``MIN_RECOVERED_SHARE`` of its text, is refused
@@ -51,7 +53,15 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
         raise ConfigError(
             f"workload {name!r} has no length table to prepare; preparable: {', '.join(preparable)}"
         )
-    if source.raw_format == "csv":
+    if source.raw_format == "length-pairs":
+        if tokenizer_path is not None:
+            raise ConfigError(
+                f"workload {name!r} reads token counts from the file; drop --tokenizer"
+            )
+        from pagesim.workloads.artifact import read_length_pairs
+
+        table = read_length_pairs(source_path)
+    elif source.raw_format == "csv":
         if tokenizer_path is not None:
             raise ConfigError(
                 f"workload {name!r} reads token counts from the CSV; drop --tokenizer"

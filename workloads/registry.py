@@ -42,7 +42,7 @@ class WorkloadSource:
     kind: Literal["table", "synthetic", "csv"]
     table_file: str | None = None
     view: Literal["rows", "first-turn", "chat"] = "rows"
-    raw_format: Literal["sharegpt", "alpaca", "csv"] | None = None
+    raw_format: Literal["sharegpt", "alpaca", "csv", "length-pairs"] | None = None
     is_timestamped: bool = False
     dataset: str | None = None
 
@@ -82,6 +82,9 @@ WORKLOADS: dict[str, WorkloadSource] = {
     "alpaca": WorkloadSource(
         "Stanford Alpaca instructions (external data: pagesim workload prepare alpaca)",
         "table", None, "rows", "alpaca", dataset="alpaca"),
+    "sharegpt-paper": WorkloadSource(
+        "ShareGPT lengths of the PagedAttention paper's artifact (external data, OPT tokens)",
+        "table", None, "rows", "length-pairs", dataset="sharegpt-paper"),
     "alpaca-like": WorkloadSource(
         "SYNTHETIC lognormal lengths at the paper's Alpaca means (19.31 in / 58.45 out)",
         "synthetic"),

@@ -30,19 +30,33 @@ class WorkloadSpec(_Spec):
     """Which requests, and how they share content.
 
     ``name`` is a registered workload (``pagesim workload list`` shows them: ``sharegpt``
-    (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``, ``alpaca``,
-    ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``, ``synthetic`` (uses
-    ``prompt`` / ``output``), ``csv`` (a timestamped CSV at ``path``, either Azure
-    2023 layout). ``alpaca``, ``azure-conv`` and ``azure-code`` are external data: they
-    read the table that ``pagesim workload prepare NAME --source FILE`` wrote into the
-    data folder (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path``
-    when given. For every table workload ``path`` replaces the table: a prepared
+    (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``,
+    ``sharegpt-paper`` (the PagedAttention artifact's exact ShareGPT lengths),
+    ``alpaca``, ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
+    ``synthetic`` (uses ``prompt`` / ``output``), ``csv`` (a timestamped CSV at
+    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``azure-conv``
+    and ``azure-code`` are external data: they read the table that
+    ``pagesim workload prepare NAME --source FILE`` wrote into the data folder
+    (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path`` when given
+    (for ``sharegpt-paper``: the artifact's
+    ``datasets/sharegpt_opt_text_completion_length.pkl`` from GitHub
+    ``sosp-ae-39/sosp-ae-astra``, read with an unpickler that refuses every global, or
+    a CSV ``input_len,output_len``). For every table workload ``path`` replaces the table: a prepared
     ``.npz`` or the raw downloaded file; relative paths are from the working
     directory. ``num_requests`` requests are sampled (``replace``:
     with replacement) unless ``duration_s`` is given, in which case requests arrive
     until that time. Filters drop requests whose prompt or output is under
     ``min_len`` tokens, whose prompt exceeds ``max_prompt_len``, or whose prompt +
     output exceeds the run's ``max_model_len``; every drop is counted and reported.
+
+    ``selection`` says how requests are chosen from a table workload: ``sample``
+    (the above), or ``artifact``, the PagedAttention artifact's generator
+    (``astra/benchmark/trace.py``): the one filter prompt + output < ``max_model_len``
+    (2048 in the paper), then the kept rows in file order, repeated until there are as
+    many as requests, cut to that number, and shuffled. ``min_len``, ``max_prompt_len``
+    and ``replace`` do not apply to it (changing them with it is an error); it needs
+    a non-chat table workload and generated arrivals (with ``quantized-poisson`` it is
+    the artifact's whole request generator).
     """
 
     name: Annotated[str, Registered("pagesim.workloads.registry", "WORKLOADS", "workload")] = (
@@ -59,11 +73,24 @@ class WorkloadSpec(_Spec):
     shared_prefix_len: int = Field(default=0, ge=0)
     prompt: LengthDist = LengthDist()
     output: LengthDist = LengthDist()
+    selection: Literal["sample", "artifact"] = "sample"
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
         if self.n > 1 and self.beam_width > 1:
             raise ValueError("n > 1 and beam_width > 1 cannot be combined")
+        if self.selection == "artifact":
+            # By value, not by "was it given": a dumped spec (experiment.json) re-reads.
+            unused = [
+                key
+                for key in ("min_len", "max_prompt_len", "replace")
+                if getattr(self, key) != type(self).model_fields[key].default
+            ]
+            if unused:
+                raise ValueError(
+                    "workload.selection 'artifact' applies only prompt + output < max_model_len; "
+                    f"leave {', '.join('workload.' + u for u in unused)} at the default"
+                )
         return self
 
 
@@ -72,17 +99,33 @@ class ArrivalSpec(_Spec):
 
     poisson: exponential gaps at ``rate_req_s``; gamma: gamma gaps with mean
     1 / ``rate_req_s`` and coefficient of variation ``cv`` (cv > 1 is bursty);
-    replay: the trace's own timestamps divided by ``time_scale`` (2 = twice as fast);
-    burst: everything at t = 0.
+    quantized-poisson: the PagedAttention artifact's arrivals — time cut into quanta
+    of ``quantum_s`` (the artifact's 10 ms) over ``workload.duration_s`` (required),
+    a Poisson count with mean ``rate_req_s`` × ``quantum_s`` per quantum, every
+    request of quantum i arriving at i × ``quantum_s`` (the number of requests is
+    random; ``quantum_s`` other than its default is an error with any other process);
+    replay: the trace's own timestamps divided by ``time_scale`` (2 = twice
+    as fast); burst: everything at t = 0.
     """
 
-    process: Literal["poisson", "gamma", "replay", "burst"] = "poisson"
+    process: Literal["poisson", "gamma", "quantized-poisson", "replay", "burst"] = "poisson"
     rate_req_s: float | None = Field(default=1.0, gt=0)
     cv: float = Field(default=1.0, gt=0)
     time_scale: float = Field(default=1.0, gt=0)
+    quantum_s: float = Field(default=0.01, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> ArrivalSpec:
-        if self.process in ("poisson", "gamma") and self.rate_req_s is None:
+        if self.process in GENERATED_PROCESSES and self.rate_req_s is None:
             raise ValueError(f"arrivals.rate_req_s is required for process {self.process!r}")
+        default_quantum_s = type(self).model_fields["quantum_s"].default
+        if self.quantum_s != default_quantum_s and self.process != "quantized-poisson":
+            raise ValueError(
+                f"arrivals.quantum_s is read by process 'quantized-poisson' only, "
+                f"not by {self.process!r}"
+            )
         return self
+
+
+#: Arrival processes that draw times at ``rate_req_s`` (rather than replaying or bursting).
+GENERATED_PROCESSES = ("poisson", "gamma", "quantized-poisson")

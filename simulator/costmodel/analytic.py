@@ -31,6 +31,9 @@ paper figure; a measured profile (``pagesim calibrate``) replaces all of them.
   per byte, a 16-token OPT-13B block (320 KiB per layer) swaps at 56% of the
   achievable PCIe rate, a 256-token block at 95% and a 1-token block at 7% (§7.3:
   swapping is costly at small block sizes).
+- Element-wise kernels (the optional ``pointwise`` term: norms, activation, residual
+  adds): no term here — their launches and traffic are folded into the GEMM launch
+  constant and the step overhead estimate; profiles fitted on measurements may time them.
 - Step overhead: 2 ms + 20 µs per scheduled sequence. The paper-era vLLM (v0.1–v0.2)
   ran scheduling, block-table building, input preparation, sampling and
   detokenisation in Python, and launched every kernel eagerly (no CUDA graphs), each

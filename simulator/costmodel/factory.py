@@ -11,8 +11,10 @@
 
 A profile whose ``gpu_spec`` is not ``hardware.gpu`` is projected onto it
 (:func:`project_profile`); a profile lacking some term gets that term from the
-analytic profile of the target GPU. Both are said in ``CostModel.description``, which
-run summaries print, so nothing about the timing source is hidden.
+analytic profile of the target GPU; terms a profile itself marks as projected (their
+``origin``, e.g. an H100 profile whose attention was projected from A100 timings) are
+named. All of it is said in ``CostModel.description``, which run summaries print, so
+nothing about the timing source is hidden.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> C
         parts = [f"analytic (roofline) profile of {gpu.name}"]
     else:
         parts = [f"{profile.kind} profile of {profile.gpu_name} ({hardware.profile})"]
+        if profile.projected_terms:
+            parts.append(
+                f"terms {profile.projected_terms} projected from another GPU (see its origin)"
+            )
     source = hardware.profile or "analytic"
     if profile.gpu_spec != gpu.name:
         if profile.gpu_spec not in GPUS:

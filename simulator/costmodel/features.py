@@ -9,12 +9,12 @@ them for every step and evaluates the term. All sizes are for one layer on one G
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Features:
+class Features(NamedTuple):
+    """A kernel's physical features (an immutable named tuple: steps build several)."""
+
     bytes_: float = 0.0
     flops: float = 0.0
     blocks: float = 0.0
@@ -152,6 +152,28 @@ def block_copy(num_blocks: int, block_bytes: int) -> Features:
 def swap(num_blocks: int, block_bytes: int) -> Features:
     """Move blocks across PCIe (one direction), ``block_bytes`` = one block, one layer."""
     return Features(bytes_=float(num_blocks * block_bytes), blocks=float(num_blocks))
+
+
+def pointwise_elems_per_token(
+    arch: str, hidden: int, ffn_per_gpu: int, q_dim: int, kv_dim: int
+) -> int:
+    """Elements one token's element-wise kernels of one layer read and write.
+
+    LLaMA (vLLM's kernels): two RMSNorms (read + write h each), rotary embedding on q and
+    k (read + write), SiLU-and-mul (read 2f, write f), the residual add (read 2h, write h).
+    OPT: two LayerNorms, ReLU (read + write f), two residual adds (bias adds are fused
+    into the GEMMs). ``ffn_per_gpu`` and the q/kv widths are the TP shard's.
+    """
+    if arch == "llama":
+        return 2 * 2 * hidden + 2 * (q_dim + kv_dim) + 3 * ffn_per_gpu + 3 * hidden
+    return 2 * 2 * hidden + 2 * ffn_per_gpu + 2 * 3 * hidden
+
+
+def pointwise(num_tokens: int, elems_per_token: int, dtype_bytes: int = 2) -> Features:
+    """A layer's element-wise kernels over ``num_tokens`` tokens: the bytes they move."""
+    return Features(
+        bytes_=float(num_tokens * elems_per_token * dtype_bytes), tokens=float(num_tokens)
+    )
 
 
 def step_overhead(num_seqs: int, num_tokens: int) -> Features:

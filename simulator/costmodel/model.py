@@ -4,7 +4,7 @@ Rule (one step of a vLLM/Orca-style engine, eager PyTorch, one GPU or a TP group
 
     step = num_layers x [ sum of the layer's GEMMs over the step's T tokens
                           + prefill attention + decode attention (paged | contiguous)
-                          + kv_write(T) + 2 all-reduces (TP > 1) ]
+                          + kv_write(T) + pointwise(T) + 2 all-reduces (TP > 1) ]
          + LM head GEMM over the sequences that emit a token this step
          + num_layers x block_copy(copied blocks)
          + num_layers x (swap(in) + swap(out))
@@ -15,8 +15,11 @@ OPT: QKV h -> 3h/TP, out h/TP -> h, fc1 h -> f/TP, fc2 f/TP -> h.
 LLaMA (vLLM's fused layers): QKV h -> (heads + 2 kv_heads) d / TP, o heads d / TP -> h,
 gate+up h -> 2f/TP, down f/TP -> h. LM head h -> vocab/TP (OPT's is tied to the
 embedding; OPT-350M's 512-dim projection is ignored). Element-wise kernels (norms,
-activations, residual adds, embedding lookup) are not modelled separately: they sit
-in the GEMM launch constant and the step overhead.
+activation, residual adds, rotary embedding) are the ``pointwise`` term over the bytes
+they move (:func:`.features.pointwise_elems_per_token`), an optional term: a profile
+without it (the analytic one: there they sit in the GEMM launch constant and the step
+overhead) charges nothing for it; the external profiles fit it on Vidur's tables. The
+embedding lookup is not charged.
 
 Every term's features come from :mod:`.features` and its time from the profile's
 term (:meth:`Term.time_s`); a term whose work is zero (no prefill, no copies) is not
@@ -90,6 +93,8 @@ class CostModel:
         self._num_heads = model.num_heads // tp
         self._num_kv_heads = model.num_kv_heads_per_gpu(tp)  # raises ConfigError if TP does not fit
         self._c = {name: _Coefs.of(profile.term(name)) for name in NEEDED_TERMS}
+        for name in OPTIONAL_TERMS:
+            self._c[name] = _Coefs.of(profile.terms.get(name, Term({})))
         h, f, d = model.hidden_size, model.ffn_size, model.head_dim
         if model.arch == "opt":
             shapes = [(h, 3 * h // tp), (h // tp, h), (h, f // tp), (f // tp, h)]
@@ -99,6 +104,9 @@ class CostModel:
         self._layer_gemm_shapes = tuple(shapes)
         self._lm_head_shape = (h, -(-model.vocab_size // tp))
         self._allreduce_bytes_per_token = h * model.dtype_bytes
+        self._pointwise_elems_per_token = F.pointwise_elems_per_token(
+            model.arch, h, f // tp, self._num_heads * d, self._num_kv_heads * d
+        )
         self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
         self._layer_linear_cache: dict[int, float] = {}
         self._decode_time_paged = self._decode_step_time_fn(is_paged=True)
@@ -107,7 +115,7 @@ class CostModel:
     # ---- pieces ------------------------------------------------------------------------
 
     def layer_linear_time_s(self, num_tokens: int) -> float:
-        """One layer's GEMMs, kv_write and all-reduces over ``num_tokens`` tokens (memoised)."""
+        """One layer's GEMMs, kv_write, element-wise kernels and all-reduces (memoised per T)."""
         cached = self._layer_linear_cache.get(num_tokens)
         if cached is not None:
             return cached
@@ -116,6 +124,9 @@ class CostModel:
         t = sum(gemm.time_s(F.gemm(num_tokens, k, n, dt)) for k, n in self._layer_gemm_shapes)
         t += self._c["kv_write"].time_s(
             F.kv_write(num_tokens, self._num_kv_heads, self.model.head_dim, dt)
+        )
+        t += self._c["pointwise"].time_s(
+            F.pointwise(num_tokens, self._pointwise_elems_per_token, dt)
         )
         t += 2 * self.allreduce_time_s(num_tokens)
         self._layer_linear_cache[num_tokens] = t
@@ -178,6 +189,13 @@ class CostModel:
             decode = self._decode_time_paged if plan.is_paged else self._decode_time_contiguous
             return decode(num_decode, plan.decode_context_sum, plan.decode_num_blocks)
         return self.summed_step_time_s(plan)
+
+    def decode_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
+        """``f(num_seqs, context_sum, num_blocks)``: ``step_time_s`` of a plan that only
+        decodes ``num_seqs`` sequences over ``context_sum`` tokens in ``num_blocks``
+        blocks (the same value, bit for bit), without building the plan; the engine's
+        steady decode runs call it once a step."""
+        return self._decode_time_paged if is_paged else self._decode_time_contiguous
 
     def summed_step_time_s(self, plan: BatchPlan) -> float:
         """The module docstring's sum, term by term (``step_time_s`` takes a precomputed
@@ -273,3 +291,7 @@ NEEDED_TERMS = (
     "swap",
     "step_overhead",
 )
+
+#: Terms a profile may leave out, at zero cost (the analytic profile folds the element-wise
+#: kernels into its GEMM launch constant and step overhead; measured ones may not time them).
+OPTIONAL_TERMS = ("pointwise",)

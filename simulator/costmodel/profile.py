@@ -4,7 +4,7 @@
 A profile is YAML::
 
     schema_version: 1
-    kind: measured            # measured | analytic | projected | synthetic (test data, not a GPU)
+    kind: measured            # measured | external | analytic | projected | synthetic (test data)
     gpu_name: NVIDIA H200     # as the device reports it (analytic: the spec's name)
     gpu_spec: h200            # key of simulator.specs.GPUS, used for projection
     date: '2026-11-21'
@@ -12,13 +12,23 @@ A profile is YAML::
     software: {cupy: 13.6.0, cuda_runtime: '13000', driver: '580.65'}
     dtype: float16
     notes: free text (what was measured, caveats; for projected: from which profile)
+    sources:                  # external profiles: the tables fitted, as the user named them
+      - {file: a100_cpu_overheads.csv, repository: microsoft/vidur, commit: 6d98aa8, sha256: ...}
     terms:
       gemm:                   # one term per kernel family, see TERM_NAMES
         coefficients: {const_s: 4.1e-06, s_per_byte: 2.6e-13, s_per_flop: 1.5e-15}
         heldout_mape: 0.021   # mean |pred - meas| / meas on held-out points (null: not fitted)
         heldout_max_err: 0.07 # worst |pred - meas| / meas on held-out points
         num_points: 240       # measurements the term was fitted and validated on
+        origin: ...           # optional: where this term comes from, when not from the profile's
+                              # own measurements (e.g. "projected from a100-80gb by HBM ratio")
       ...
+
+Kinds: ``measured`` = timed by ``pagesim calibrate`` on this GPU; ``external`` = fitted by
+``pagesim calibrate import`` on timings others measured on real GPUs (never labelled
+pagesim-measured; ``sources`` says which tables, from where, with their sha256);
+``analytic`` = the roofline of a datasheet; ``projected`` = another GPU's profile rescaled;
+``synthetic`` = test data, not a GPU.
 
 Every term has the same *roofline-plus-linear* form over physical features
 (:class:`~pagesim.simulator.costmodel.features.Features`)::
@@ -46,7 +56,10 @@ from pagesim.errors import ConfigError
 
 SCHEMA_VERSION = 1
 
-PROFILE_KINDS = ("measured", "analytic", "projected", "synthetic")
+PROFILE_KINDS = ("measured", "external", "analytic", "projected", "synthetic")
+
+#: The keys of one entry of ``sources`` (all strings).
+SOURCE_KEYS = ("file", "repository", "commit", "sha256")
 
 #: The kernel families a profile may describe.
 TERM_NAMES = (
@@ -58,6 +71,7 @@ TERM_NAMES = (
     "block_copy",  # copy-on-write block copies (all layers' K and V of one block)
     "swap",  # GPU<->CPU block transfers over PCIe
     "step_overhead",  # per-step cost (scheduling, launch, sampling): const_s, s_per_seq, s_per_token
+    "pointwise",  # one layer's element-wise kernels (norms, activation, residual add, rotary)
 )
 
 COEFFICIENT_NAMES = (
@@ -78,6 +92,11 @@ class Term:
     heldout_mape: float | None = None
     heldout_max_err: float | None = None
     num_points: int = 0
+    origin: str = ""
+
+    @property
+    def is_projected(self) -> bool:
+        return self.origin.startswith("projected")
 
     def coef(self, name: str) -> float:
         return self.coefficients.get(name, 0.0)
@@ -111,6 +130,7 @@ class Profile:
     software: dict[str, str] = field(default_factory=dict)
     dtype: str = "float16"
     notes: str = ""
+    sources: tuple[dict[str, str], ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def term(self, name: str) -> Term:
@@ -121,13 +141,18 @@ class Profile:
                 f"profile for {self.gpu_name!r} has no term {name!r}; it has {sorted(self.terms)}"
             ) from None
 
+    @property
+    def projected_terms(self) -> list[str]:
+        """Terms whose ``origin`` says they were projected from another GPU."""
+        return [name for name, t in self.terms.items() if t.is_projected]
+
     def with_terms(self, **changes: Any) -> Profile:
         return replace(self, **changes)
 
     # ---- YAML -------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "schema_version": self.schema_version,
             "kind": self.kind,
             "gpu_name": self.gpu_name,
@@ -143,10 +168,14 @@ class Profile:
                     "heldout_mape": t.heldout_mape,
                     "heldout_max_err": t.heldout_max_err,
                     "num_points": int(t.num_points),
+                    **({"origin": t.origin} if t.origin else {}),
                 }
                 for name, t in self.terms.items()
             },
         }
+        if self.sources:
+            doc["sources"] = [dict(src) for src in self.sources]
+        return doc
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -175,6 +204,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         "software",
         "dtype",
         "notes",
+        "sources",
         "terms",
     }
     unknown = sorted(set(doc) - allowed)
@@ -204,7 +234,9 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
             raise fail(f"{where}: unknown term; allowed terms: {list(TERM_NAMES)}")
         if not isinstance(t, dict) or not isinstance(t.get("coefficients"), dict):
             raise fail(f"{where}: expected a mapping with 'coefficients'")
-        extra = sorted(set(t) - {"coefficients", "heldout_mape", "heldout_max_err", "num_points"})
+        extra = sorted(
+            set(t) - {"coefficients", "heldout_mape", "heldout_max_err", "num_points", "origin"}
+        )
         if extra:
             raise fail(f"{where}: unknown key {extra[0]!r}")
         coefs: dict[str, float] = {}
@@ -237,6 +269,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
             if t.get("heldout_max_err") is None
             else float(t["heldout_max_err"]),
             num_points=num_points,
+            origin=_string(t.get("origin", ""), f"{where}.origin", fail),
         )
     software = doc.get("software") or {}
     if not isinstance(software, dict):
@@ -251,7 +284,33 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         software={str(k): str(v) for k, v in software.items()},
         dtype=str(doc.get("dtype", "float16")),
         notes=str(doc.get("notes", "")),
+        sources=_sources(doc.get("sources", []), fail),
     )
+
+
+def _string(value: Any, where: str, fail) -> str:
+    if not isinstance(value, str):
+        raise fail(f"{where}: must be a string, got {value!r}")
+    return value
+
+
+def _sources(value: Any, fail) -> tuple[dict[str, str], ...]:
+    if not isinstance(value, list):
+        raise fail("sources: must be a list of mappings with keys " + str(list(SOURCE_KEYS)))
+    out = []
+    for i, src in enumerate(value):
+        if not isinstance(src, dict):
+            raise fail(f"sources[{i}]: must be a mapping with keys {list(SOURCE_KEYS)}")
+        unknown = sorted(set(src) - set(SOURCE_KEYS))
+        if unknown:
+            raise fail(
+                f"sources[{i}]: unknown key {unknown[0]!r}; allowed keys: {list(SOURCE_KEYS)}"
+            )
+        missing = [k for k in SOURCE_KEYS if k not in src]
+        if missing:
+            raise fail(f"sources[{i}]: missing key {missing[0]!r}")
+        out.append({k: _string(src[k], f"sources[{i}].{k}", fail) for k in SOURCE_KEYS})
+    return tuple(out)
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -32,7 +32,9 @@ def project_profile(profile: Profile, target: GPUSpec, source: GPUSpec) -> Profi
             coefs["s_per_byte"] *= pcie if name == "swap" else hbm
         if "s_per_flop" in coefs:
             coefs["s_per_flop"] *= flops
-        terms[name] = Term(coefs, term.heldout_mape, term.heldout_max_err, term.num_points)
+        terms[name] = Term(
+            coefs, term.heldout_mape, term.heldout_max_err, term.num_points, term.origin
+        )
     notes = (
         f"projected to {target.name} from a {profile.kind} profile of {profile.gpu_name!r} "
         f"(spec {source.name}, {profile.date or 'undated'}): bytes x{hbm:.3g} (HBM), "
@@ -49,4 +51,5 @@ def project_profile(profile: Profile, target: GPUSpec, source: GPUSpec) -> Profi
         software=dict(profile.software),
         dtype=profile.dtype,
         notes=notes,
+        sources=profile.sources,
     )

@@ -49,7 +49,7 @@ import heapq
 import math
 from abc import ABC, abstractmethod
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,8 +92,7 @@ def by_arrival(group: SequenceGroup) -> int:
     return group.group_id
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """What one ``schedule()`` decided, for the engine, the cost model and the metrics.
 
     ``plan`` is empty when nothing can run now; ``usage`` is the memory breakdown the
@@ -101,7 +100,7 @@ class Step:
     ``num_groups`` counts the groups in the batch (prefills and decodes) and
     ``num_decode_groups`` those decoding; ``is_blocked``: a request waited for memory
     it could not get; ``prefix_hit_tokens``: prompt tokens served from the prefix
-    cache to the groups admitted now.
+    cache to the groups admitted now. (An immutable named tuple: one is made every step.)
     """
 
     plan: BatchPlan
@@ -192,14 +191,11 @@ class Scheduler(ABC):
         """Every group in the step generated one token per sequence (module docstring)."""
         work = [(0, i, g) for i, g in enumerate(self._prefilled)] if self._prefilled else []
         if self._ticks:
-            self._tick(now_s)
-            ticks = self.clock.ticks
+            self.tick(now_s)
             swapped_in = {g.group_id for g in self._swapped_in} if self._swapped_in else ()
-            events = self._finish_events
-            while events and events[0][0] <= ticks:
-                _, group_id, ride_id, group = heapq.heappop(events)
-                if self._ride_id_by_group.get(group_id) == ride_id:
-                    work.append((2 if group_id in swapped_in else 1, group_id, group))
+            for group in self._pop_due_riders():
+                group_id = group.group_id
+                work.append((2 if group_id in swapped_in else 1, group_id, group))
             if len(self._individual) > len(self._prefilled):
                 prefilled = {g.group_id for g in self._prefilled}
                 for group in self._individual:
@@ -213,6 +209,30 @@ class Scheduler(ABC):
         if not work:
             return
         self._prefilled = []
+        self._advance(work, now_s)
+
+    def _pop_due_riders(self) -> list[SequenceGroup]:
+        """The riders whose last token came at this tick (the heap's current entries)."""
+        ticks = self.clock.ticks
+        events = self._finish_events
+        due = []
+        while events and events[0][0] <= ticks:
+            _, group_id, ride_id, group = heapq.heappop(events)
+            if self._ride_id_by_group.get(group_id) == ride_id:
+                due.append(group)
+        return due
+
+    def finish_due(self, now_s: float) -> bool:
+        """After :meth:`tick` in a steady run: finish the riders that are done, as
+        ``finish_step`` would (in arrival order); True if any was."""
+        due = self._pop_due_riders()
+        if not due:
+            return False
+        self._advance(sorted((1, g.group_id, g) for g in due), now_s)
+        return True
+
+    def _advance(self, work: list[tuple[int, int, SequenceGroup]], now_s: float) -> None:
+        """Finish, generate, fork or start riding, in the batch's order (``work`` sorted)."""
         self._steady = False  # groups finish, fork or start riding: the next step decides anew
         for _, _, group in work:
             if group.is_riding:
@@ -228,10 +248,11 @@ class Scheduler(ABC):
     def steady_ticks(self) -> int:
         """After a decode step: how many more steps would repeat its decisions exactly,
         as long as every sequence can take a slot in bulk (the allocator answers each
-        step) and nothing arrives (the engine watches): every group rides the clock, none
-        finishes before then, nothing is swapped out, and the head of the queue (if any)
-        stays blocked, since memory only shrinks and the batch does not change. 0: none.
-        The engine runs those steps with :meth:`tick` alone (``Engine`` decode spans)."""
+        step) and nothing arrives (the engine watches): every group rides the clock,
+        nothing is swapped out, and the head of the queue (if any) stays blocked, since
+        memory only shrinks and the batch does not change, up to and including the step
+        in which the next group finishes. 0: none. The engine runs those steps with
+        :meth:`tick` and, at the last, :meth:`finish_due` (``Engine`` decode spans)."""
         if not self._steady or self._individual:
             return 0
         events = self._finish_events
@@ -239,16 +260,12 @@ class Scheduler(ABC):
             heapq.heappop(events)
         if not events:
             return 0
-        return events[0][0] - self.clock.ticks - 1
+        return events[0][0] - self.clock.ticks
 
     def tick(self, now_s: float) -> None:
-        """One decode step of a steady run (:meth:`steady_ticks`) that ended at ``now_s``:
-        every group advances."""
-        self._tick(now_s)
-
-    def _tick(self, now_s: float) -> None:
-        """Every rider generates a token at ``now_s``: one gap for those that ticked at the
-        last tick too, one each for those that joined since."""
+        """Every rider generates a token at ``now_s`` (a decode step ended): one gap for
+        those that ticked at the last tick too, one each for those that joined since.
+        The engine calls it alone for the steps of a steady run (:meth:`steady_ticks`)."""
         self.clock.ticks += 1
         fresh = self._fresh_riders
         num_old = self._num_riders - len(fresh)

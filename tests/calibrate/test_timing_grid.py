@@ -38,7 +38,9 @@ def test_bad_policy_is_a_config_error():
 
 def test_grid_covers_every_measured_term_and_the_target_shapes():
     cases = plan_grid(model_dims("opt-13b"), QUICK_GRID, np.random.default_rng(0))
-    assert {c.term for c in cases} == set(TERM_NAMES) - {"step_overhead"}
+    # not timed on the GPU: the CPU-side step overhead, and the optional element-wise kernels
+    # (both fitted by `calibrate import` on others' measurements)
+    assert {c.term for c in cases} == set(TERM_NAMES) - {"step_overhead", "pointwise"}
     target = [
         c
         for c in cases

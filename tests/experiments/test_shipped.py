@@ -17,10 +17,13 @@ from pagesim.experiments.validate import load_experiment
 EXPECTED = {
     "memory_waste", "latency_vs_rate", "batch_size", "parallel_sampling", "beam_search",
     "shared_prefix", "chatbot", "block_size_sweep", "swap_vs_recompute", "watermark_sweep",
-    "azure_replay",
+    "azure_replay", "paper_fig2",
 }  # fmt: skip
 #: Experiments on external data: the workloads they read and the shared files those come from.
-EXTERNAL = {"azure_replay": [("azure-conv", ("azure_llm_2023", "conv.csv"))]}
+EXTERNAL = {
+    "azure_replay": [("azure-conv", ("azure_llm_2023", "conv.csv"))],
+    "paper_fig2": [("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))],
+}
 #: Charts the current simulator cannot give, and why (reported in summary.md, never hidden).
 KNOWN_UNAVAILABLE = {("parallel_sampling", "sharing_savings"), ("beam_search", "sharing_savings")}
 
@@ -43,6 +46,15 @@ def test_external_data_experiment_says_what_to_fetch(tmp_path, capsys):
     assert code == 2 and len(err) == 1
     assert "AzureLLMInferenceTrace_conv.csv" in err[0]
     assert "pagesim workload prepare azure-conv --source" in err[0]
+
+
+def test_paper_fig2_on_a_fresh_clone_says_what_to_fetch(tmp_path, capsys):
+    code = main(["run", "paper_fig2", "--quick", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "sharegpt_opt_text_completion_length.pkl" in err[0]
+    assert "sosp-ae-39/sosp-ae-astra" in err[0]
+    assert "pagesim workload prepare sharegpt-paper --source" in err[0]
 
 
 def test_short_name_resolves_to_package_data():

@@ -55,7 +55,7 @@ def test_unknown_allocator_kind_in_zip_names_index_and_allowed(tiny_doc, write_d
     tiny_doc["sweep"]["zip"][0]["allocator.kind"][3] = "buddy"
     msg = _error(write_doc(tiny_doc))
     assert "sweep.zip[0].allocator.kind[3]" in msg
-    assert "'paged'" in msg and "'oracle'" in msg
+    assert "unknown allocator 'buddy'; allowed: max, oracle, paged, pow2" in msg
 
 
 def test_bad_grid_value_names_index(tiny_doc, write_doc):
@@ -102,14 +102,14 @@ def test_unknown_workload_in_sweep_names_its_index(tiny_doc, write_doc):
         pytest.skip("the workloads layer provides no registry yet")
     tiny_doc["sweep"]["grid"] = {"workload.name": ["sharegpt", "nope"]}
     msg = _error(write_doc(tiny_doc))
-    assert "sweep.grid.workload.name[1]: unknown name 'nope'; allowed:" in msg
+    assert "sweep.grid.workload.name[1]: unknown workload 'nope'; allowed:" in msg
 
 
 def test_incompatible_point_names_point_and_values(tiny_doc, write_doc):
     tiny_doc["sweep"] = {"grid": {"scheduler.kind": ["vllm"], "allocator.kind": ["max"]}}
     msg = _error(write_doc(tiny_doc))
     assert "point p000 (scheduler.kind=vllm, allocator.kind=max)" in msg
-    assert "needs allocator 'paged'" in msg
+    assert "'vllm' needs a paged allocator (paged), got 'max'" in msg
 
 
 def test_zip_lengths_must_match(tiny_doc, write_doc):

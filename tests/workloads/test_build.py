@@ -111,7 +111,11 @@ def test_synthetic_that_never_passes_filters_is_an_error():
 
 
 def test_unknown_workload_lists_names():
-    with pytest.raises(ConfigError, match="unknown workload 'nope'; known: .*azure-conv.*sharegpt"):
+    from pydantic import ValidationError
+
+    with pytest.raises(
+        ValidationError, match="unknown workload 'nope'; allowed: .*azure-conv.*sharegpt"
+    ):
         _build(name="nope")
 
 

@@ -34,13 +34,18 @@ def test_data_folder_resolution(monkeypatch, tmp_path):
 
 def test_every_external_workload_names_a_registered_dataset():
     external = {n: s.dataset for n, s in WORKLOADS.items() if s.dataset is not None}
-    assert external == {"alpaca": "alpaca", "azure-conv": "azure-conv", "azure-code": "azure-code"}
+    assert external == {
+        "alpaca": "alpaca",
+        "azure-conv": "azure-conv",
+        "azure-code": "azure-code",
+        "sharegpt-paper": "sharegpt-paper",
+    }
     for dataset in datapaths.EXTERNAL_DATASETS.values():
         assert dataset.url.startswith("https://") and dataset.url.endswith(dataset.raw_file)
         assert dataset.prepare_command == f"pagesim workload prepare {dataset.name}"
 
 
-@pytest.mark.parametrize("name", ["azure-conv", "azure-code", "alpaca"])
+@pytest.mark.parametrize("name", ["azure-conv", "azure-code", "alpaca", "sharegpt-paper"])
 def test_missing_table_says_what_to_download_and_how_to_prepare(name):
     with pytest.raises(DataError) as info:
         build_trace(WorkloadSpec(name=name), ArrivalSpec(), max_model_len=2048,
