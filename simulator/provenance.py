@@ -30,8 +30,7 @@ MAX_REASONS = 3
 KIND_TO_LABEL = {
     "analytic": "analytic",
     "measured": "measured here",
-    "measured-elsewhere": "measured elsewhere",
-    "measured_elsewhere": "measured elsewhere",
+    "external": "measured elsewhere",
     "projected": "projected",
     "synthetic": "synthetic",
 }

@@ -274,3 +274,16 @@ def test_prepare_refuses_a_nearly_fully_truncated_sharegpt(tmp_path, monkeypatch
     code, _, err = cli(capsys, "workload", "prepare", "sharegpt", "--source", str(source))
     assert code == 2 and "cut off after" in err and "1 whole records" in err
     assert not (tmp_path / "user").exists()
+
+
+def test_shipped_external_profile_is_named_measured_elsewhere(write_doc, tmp_path):
+    from pagesim.simulator.costmodel.factory import shipped_profile_names
+
+    if "a100-80gb-vidur" not in shipped_profile_names():
+        pytest.skip("the shipped profile a100-80gb-vidur is not installed")
+    doc = synthetic_doc()
+    doc["base"]["hardware"] = {"kv_slots": 4000, "gpu": "a100-80gb", "profile": "a100-80gb-vidur"}
+    out = run_file(write_doc(doc), tmp_path / "out")
+    assert out.results["cost_model"].tolist() == ["measured elsewhere"] * 2
+    assert out.results["cost_model_profile"].iloc[0].startswith("a100-80gb-vidur (")
+    assert "sha256:" in out.results["cost_model_profile"].iloc[0]
