@@ -22,7 +22,7 @@ from pagesim.experiments.validate import load_experiment
 # ---- outputs: --quick, stale files, foreign files, stored once ---------------------------
 
 
-def test_quick_never_mixes_with_a_fullrun_file(tiny_doc, write_doc, tmp_path):
+def test_quick_never_mixes_with_a_full_run(tiny_doc, write_doc, tmp_path):
     path = write_doc(tiny_doc)
     run_experiment(load_experiment(path), tmp_path / "out", simulate=fake_simulate, jobs=1,
                    progress=False)  # fmt: skip
