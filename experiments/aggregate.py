@@ -6,7 +6,9 @@ vLLM-named metrics (``simulator/vllm_metrics.py``, in vLLM's order), then the
 simulator's ``extra`` values (sorted by name). With several seeds each value is the
 mean over seeds and is followed by ``<name>_ci95``, the half-width of a 95%
 Student-t confidence interval of that mean (t quantiles tabulated for up to 30
-degrees of freedom; 1.96, the normal quantile, beyond).
+degrees of freedom; 1.96, the normal quantile, beyond). An ``extra`` value that
+is text (where the step costs came from, why requests were dropped) is not
+averaged: its column holds the seeds' distinct texts, joined by `` | ``.
 
 Wall time is not deterministic, so ``sim_wall_s`` is kept out of ``results.csv``
 (which is then the same bytes for the same file and seeds, whatever the executor)
@@ -69,11 +71,19 @@ def results_table(
     dicts (summary and extra merged)."""
     names = metric_names([v for seeds in point_to_seed_values for v in seeds])
     several = max(len(seeds) for seeds in point_to_seed_values) > 1
+    text_names = {
+        name for seeds in point_to_seed_values for s in seeds for name, v in s.items()
+        if isinstance(v, str)
+    }  # fmt: skip
     rows = []
     for leading, seeds in zip(point_rows, point_to_seed_values, strict=True):
         row = {key: _cell(value) for key, value in leading.items()}
         row["num_seeds"] = len(seeds)
         for name in names:
+            if name in text_names:
+                texts = [str(s.get(name, "")) for s in seeds]
+                row[name] = " | ".join(dict.fromkeys(texts))
+                continue
             values = [float(s.get(name, math.nan)) for s in seeds]
             row[name] = float(np.mean(values))
             if several:

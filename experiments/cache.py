@@ -1,12 +1,16 @@
-"""The run cache: one folder per finished run, keyed by a hash of its RunSpec.
+"""The run cache: one folder per finished run, keyed by a hash of its RunSpec and inputs.
 
 A run's key is the SHA-256 of canonical JSON (sorted keys, no spaces) of its full
-RunSpec (defaults filled in, the seed included) and the pagesim version, so a
-changed field or a new release never reuses a stale result. A run's folder holds
-``spec.json``, ``summary.json`` (the summary metrics and the ``extra`` values),
+RunSpec (defaults filled in, the seed included), the pagesim version and the
+content hash of every file the run reads (``inputs.py``: trace CSV, prepared
+table, profile), so a changed field, a new release or an edited input file never
+reuses a stale result. A run's folder holds
+``spec.json``, ``summary.json`` (the summary metrics, the ``extra`` values and notes),
 ``requests.csv.gz`` and ``timeseries.csv.gz``. It is written under a temporary
-name and renamed into place: a cached run is whole or absent, so a sweep killed
-part-way resumes by running only the runs whose folder is missing.
+name (``.tmp-<key>-<pid>-<random>``) and renamed into place: a cached run is whole
+or absent, so a sweep killed part-way resumes by running only the runs whose folder
+is missing; :meth:`RunCache.clean_leftovers` removes the temporary folders of
+processes that died (SIGKILL leaves them).
 """
 
 from __future__ import annotations
@@ -40,10 +44,42 @@ def canonical_json(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
-def run_key(run_spec: RunSpec) -> str:
-    """The cache key of a run: hash of its canonical spec and the pagesim version."""
-    payload = canonical_json({"pagesim": __version__, "run_spec": run_spec.model_dump(mode="json")})
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+def run_key(run_spec: RunSpec, input_hashes: dict[str, str] | None = None) -> str:
+    """The cache key of a run: hash of its canonical spec, the pagesim version and the
+    content hashes of the files it reads (``role -> sha256``, see ``inputs.py``)."""
+    doc = {"pagesim": __version__, "run_spec": run_spec.model_dump(mode="json")}
+    if input_hashes:
+        doc["inputs"] = input_hashes
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()[:20]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_dead_tmp(folder: Path) -> int:
+    """Remove ``.tmp-*-<pid>-*`` entries of ``folder`` whose process is gone; returns how many."""
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for entry in folder.iterdir():
+        if not entry.name.startswith(".tmp-"):
+            continue
+        parts = entry.name.rsplit("-", 2)
+        if len(parts) != 3 or not parts[1].isdigit() or _pid_alive(int(parts[1])):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:
@@ -52,20 +88,24 @@ def write_table(frame: pd.DataFrame, path: Path) -> None:
 
 
 class RunCache:
-    """Finished runs under ``root`` (one folder per run key)."""
+    """Finished runs under ``root`` (one folder per run key, see :func:`run_key`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def folder(self, run_spec: RunSpec) -> Path:
-        return self.root / run_key(run_spec)
+    def folder(self, key: str) -> Path:
+        return self.root / key
 
-    def has(self, run_spec: RunSpec) -> bool:
-        return (self.folder(run_spec) / "summary.json").is_file()
+    def has(self, key: str) -> bool:
+        return (self.folder(key) / "summary.json").is_file()
 
-    def store(self, run_spec: RunSpec, result: RunResult) -> Path:
+    def clean_leftovers(self) -> int:
+        """Remove temporary folders left by processes that died; returns how many."""
+        return remove_dead_tmp(self.root)
+
+    def store(self, key: str, run_spec: RunSpec, result: RunResult) -> Path:
         """Write a run's result atomically (temp folder + rename); returns its folder."""
-        final = self.folder(run_spec)
+        final = self.folder(key)
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
@@ -74,6 +114,7 @@ class RunCache:
             summary = {
                 "summary": {k: _plain(v) for k, v in result.summary.items()},
                 "extra": {k: _plain(v) for k, v in result.extra.items()},
+                "notes": dict(getattr(result, "notes", {})),
             }
             (tmp / "summary.json").write_text(json.dumps(summary, sort_keys=True, indent=1) + "\n")
             write_table(result.requests, tmp / "requests.csv.gz")
@@ -88,7 +129,7 @@ class RunCache:
                 shutil.rmtree(tmp)
         return final
 
-    def load_summary(self, run_spec: RunSpec) -> tuple[dict[str, float], dict[str, float]]:
-        """``(summary, extra)`` of a cached run."""
-        doc = json.loads((self.folder(run_spec) / "summary.json").read_text())
-        return doc["summary"], doc["extra"]
+    def load_summary(self, key: str) -> tuple[dict[str, float], dict[str, float | str]]:
+        """``(summary, extra)`` of a cached run; ``extra`` includes the text ``notes``."""
+        doc = json.loads((self.folder(key) / "summary.json").read_text())
+        return doc["summary"], {**doc["extra"], **doc.get("notes", {})}

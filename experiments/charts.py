@@ -7,6 +7,8 @@ and one line in :data:`CHART_KINDS`. Drawing happens after the runs, from
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -44,10 +46,34 @@ def draw_charts(
         except ChartUnavailable as exc:
             problems.append(f"charts[{index}] ({chart.kind}): not drawn: {exc}")
             continue
+        note = step_cost_note(results)
+        if note:
+            engine = fig.get_layout_engine()
+            if engine is not None and hasattr(engine, "set"):
+                engine.set(rect=(0, 0.05, 1, 0.95))
+            fig.text(0.005, 0.005, note, fontsize=6.5, ha="left", va="bottom", color="0.35")
         FigureCanvasAgg(fig)
         path = out_dir / f"{stem}.png"
-        tmp = out_dir / f".tmp-{stem}.png"
-        fig.savefig(tmp, dpi=110, format="png", metadata={"Software": None})
-        tmp.replace(path)
+        tmp = out_dir / f".tmp-{stem}.png-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            fig.savefig(tmp, dpi=110, format="png", metadata={"Software": None})
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
         paths.append(path)
     return paths, problems
+
+
+def step_cost_note(results: pd.DataFrame) -> str:
+    """The charts' footnote: where the step costs came from (cost model and profile)."""
+    if "cost_model" not in results.columns:
+        return ""
+    pairs = dict.fromkeys(
+        f"{kind} ({profile})"
+        for kind, profile in zip(
+            results["cost_model"].astype(str),
+            results.get("cost_model_profile", pd.Series([""] * len(results))).astype(str),
+            strict=True,
+        )
+    )
+    return "step costs: " + "; ".join(pairs)

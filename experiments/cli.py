@@ -18,8 +18,7 @@ RUN_EXAMPLES = """examples:
 
 def _parse_set(items: list[str]) -> dict:
     """``--set key=value`` pairs; values parsed as YAML (``16``, ``true``, ``[1, 2]``)."""
-    import yaml
-
+    from pagesim import yamlio
     from pagesim.errors import ConfigError
 
     overrides = {}
@@ -29,32 +28,44 @@ def _parse_set(items: list[str]) -> dict:
             raise ConfigError(
                 f"--set {item!r}: expected key=value, e.g. --set allocator.block_size=32"
             )
-        try:
-            overrides[key.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"--set {item!r}: value is not valid YAML ({exc})".replace("\n", " ")
-            ) from None
+        if key.strip() in overrides:
+            raise ConfigError(f"--set {key.strip()}: given twice; give each path once")
+        overrides[key.strip()] = yamlio.load(text, f"--set {item!r}")
     return overrides
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    import sys
     from pathlib import Path
 
+    from pagesim.errors import ConfigError
     from pagesim.experiments.runner import run_experiment
     from pagesim.experiments.shipped import resolve_experiment
     from pagesim.experiments.validate import load_experiment
 
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
     path = resolve_experiment(args.experiment)
     spec = load_experiment(path, quick=args.quick, overrides=_parse_set(args.set))
-    out_dir = Path(args.out) if args.out else Path("out") / spec.name
-    output = run_experiment(spec, out_dir, executor=args.executor, jobs=args.jobs, source=str(path))
+    default_out = Path("out") / (f"{spec.name}-quick" if args.quick else spec.name)
+    out_dir = Path(args.out) if args.out else default_out
+    output = run_experiment(
+        spec,
+        out_dir,
+        executor=args.executor,
+        jobs=args.jobs,
+        source=str(path),
+        progress=True if args.progress else None,
+        variant="quick" if args.quick else "full",
+    )
     print(
         f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
         f"{output.num_runs - output.num_computed} from cache) -> {out_dir}"
     )
     for problem in output.chart_problems:
-        print(f"warning: {problem}")
+        print(f"warning: {problem}", file=sys.stderr)
+    for warning in output.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"results: {out_dir / 'results.csv'}; summary: {out_dir / 'summary.md'}")
     return 0
 
@@ -62,10 +73,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pagesim.experiments.points import expand_runs
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment
+    from pagesim.experiments.validate import load_experiment, validate_points
 
     path = resolve_experiment(args.experiment)
     spec = load_experiment(path, quick=args.quick)
+    validate_points(spec, str(path))  # everything run would reject before simulating
     runs = expand_runs(spec)
     print(
         f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"
@@ -126,7 +138,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "experiment", help="an experiment YAML file, or a shipped name (see `pagesim list`)"
     )
-    run.add_argument("--out", help="output folder (default: out/<experiment name>)")
+    run.add_argument(
+        "--out",
+        help="output folder (default: out/<experiment name>, or out/<name>-quick with --quick)",
+    )
     run.add_argument("--jobs", type=int, default=None, help="parallel runs (default: all cores)")
     run.add_argument(
         "--executor",
@@ -138,6 +153,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--quick",
         action="store_true",
         help="apply the file's `quick` overrides (a fast, small version)",
+    )
+    run.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress bars even when output is not a terminal (CI, logs)",
     )
     run.add_argument(
         "--set",

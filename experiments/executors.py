@@ -3,24 +3,83 @@
 Every executor takes the same ``(simulate, run_specs)`` and yields ``(index,
 RunResult)`` as runs finish, in whatever order they finish; the runner writes each
 result to the cache as it arrives, so results never depend on the executor or on
-the order. ``local`` with one job runs in this process (no pickling: any
+the order. A run that raises a :class:`PagesimError` ends the sweep with
+:class:`RunFailed`, which carries the run's index. ``local`` with one job runs in this process (no pickling: any
 ``simulate`` callable works); with more jobs it uses a ProcessPoolExecutor, and
 ``simulate`` must be importable by name. ``ray`` needs the ``cluster`` extra; it
 joins a running Ray instance if there is one, else starts a local one with
 ``jobs`` CPUs and shuts it down afterwards.
+
+Stopping (local pool): workers ignore SIGINT, so Ctrl-C reaches only the main
+process; when the consumer stops (KeyboardInterrupt, an error, or closing the
+generator) the queued runs are cancelled and the workers are terminated (then
+killed after ``STOP_GRACE_S``), with further Ctrl-C ignored until that is done, so a
+sweep stops within a couple of seconds and leaves no process behind. A worker also
+exits on its own when the process that started it dies (even by SIGKILL): a daemon
+thread watches its parent id.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from pagesim.errors import ConfigError
+from pagesim.errors import ConfigError, PagesimError
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.spec import RunSpec
 
 Simulate = Callable[..., RunResult]
 EXECUTORS = ("local", "ray")
+#: Seconds a terminated worker gets to exit before it is killed.
+STOP_GRACE_S = 1.0
+#: How often a worker checks that the process that started it is alive.
+PARENT_POLL_S = 0.5
+
+
+class RunFailed(PagesimError):
+    """Run ``index`` raised a PagesimError (the runner names its point and seed)."""
+
+    def __init__(self, index: int, error: PagesimError) -> None:
+        super().__init__(str(error))
+        self.index, self.error = index, error
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+
+def _init_worker(parent_pid: int) -> None:
+    """In each pool worker: leave Ctrl-C to the main process; die with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel queued runs and end every worker now (terminate, then kill), Ctrl-C masked."""
+    is_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if is_main else None
+    try:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(STOP_GRACE_S)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def run_local(
@@ -28,12 +87,33 @@ def run_local(
 ) -> Iterator[tuple[int, RunResult]]:
     if jobs <= 1 or len(run_specs) <= 1:
         for index, run_spec in enumerate(run_specs):
-            yield index, simulate(run_spec)
+            try:
+                result = simulate(run_spec)
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(run_specs))) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(run_specs)),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )
+    finished = False
+    try:
         future_to_index = {pool.submit(simulate, spec): i for i, spec in enumerate(run_specs)}
         for future in as_completed(future_to_index):
-            yield future_to_index[future], future.result()
+            index = future_to_index[future]
+            try:
+                result = future.result()
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown(wait=True)
+        else:
+            stop_pool(pool)
 
 
 def run_ray(
@@ -54,7 +134,12 @@ def run_ray(
         pending = list(ref_to_index)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            yield ref_to_index[done[0]], ray.get(done[0])
+            index = ref_to_index[done[0]]
+            try:
+                result = ray.get(done[0])
+            except PagesimError as exc:
+                raise RunFailed(index, exc) from None
+            yield index, result
     finally:
         if started_here:
             ray.shutdown()
@@ -63,7 +148,12 @@ def run_ray(
 def execute(
     executor: str, simulate: Simulate, run_specs: Sequence[RunSpec], jobs: int
 ) -> Iterator[tuple[int, RunResult]]:
-    """Run every spec on the named executor, yielding ``(index, result)`` as they finish."""
+    """Run every spec on the named executor, yielding ``(index, result)`` as they finish.
+
+    Close the returned generator (or let an exception pass through it) to stop early.
+    """
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: must be at least 1")
     if executor == "local":
         return run_local(simulate, run_specs, jobs)
     if executor == "ray":

@@ -1,16 +1,28 @@
 """Running an experiment: expand, run what is not cached, aggregate, chart, summarise.
 
 ``run_experiment(spec, out_dir)`` is the whole of ``pagesim run``. It validates
-every point first, runs the runs whose result is not in the cache (in parallel, on
-the chosen executor), then builds everything in ``out_dir`` from the cache:
+every point first, checks and locks ``out_dir`` (``outdir.py``), runs the runs
+whose result is not in the cache (in parallel, on the chosen executor), then builds
+everything in ``out_dir`` from the cache:
 
     results.csv            one row per point (see aggregate.py), deterministic bytes
     wall_times.csv         sim_wall_s per run (not deterministic, so kept apart)
-    timeseries/<run>.csv.gz, requests/<run>.csv.gz   per run (``p003_seed0``)
+    timeseries/<run>.csv.gz, requests/<run>.csv.gz   per run (``p003_seed0``),
+                           hard links to the cached tables (stored once) where the
+                           file system allows, else copies
     <chart>.png            the charts the file asks for
-    summary.md             headline numbers, and the paper's beside them
+    summary.md             headline numbers, requests lost and why, the step costs'
+                           source, and the paper's numbers beside them
     experiment.json        the experiment as run (quick / --set applied)
     runs/<key>/            the cache (see cache.py)
+    .pagesim-outputs.json  which of these files pagesim wrote (see outdir.py)
+
+Each run's key is computed once (``cache.run_key`` over the spec and the content
+hashes of its input files, each file hashed once), so finishing a run is O(1) and
+a sweep of N runs does O(N) bookkeeping. A run that serves no request is an error
+naming its point and the cause (every request dropped by the filters or rejected,
+with the reasons); a run that loses more than ``LOSS_WARN_SHARE`` of its requests is
+reported in ``ExperimentOutput.warnings`` (the CLI prints them on stderr).
 
 The simulate function is a parameter (default: ``pagesim.simulator.simulate``) so
 the runner can be exercised with any function of the same signature.
@@ -18,17 +30,24 @@ the runner can be exercised with any function of the same signature.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import sys
+import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from pagesim.errors import PagesimError
 from pagesim.experiments.aggregate import WALL_COLUMN, results_table
-from pagesim.experiments.cache import RunCache, canonical_json, run_key
-from pagesim.experiments.executors import Simulate, execute
+from pagesim.experiments.cache import RunCache, canonical_json, remove_dead_tmp, run_key
+from pagesim.experiments.executors import RunFailed, Simulate, execute
+from pagesim.experiments.inputs import FileHasher
+from pagesim.experiments.outdir import Manifest, OutLock, make_out_dir, remove_if_empty
 from pagesim.experiments.outputs import atomic_write_text, write_csv
 from pagesim.experiments.points import Point
 from pagesim.experiments.spec import ExperimentSpec
@@ -46,6 +65,14 @@ class ExperimentOutput:
     num_computed: int
     chart_paths: tuple[Path, ...]
     chart_problems: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+
+#: A run that loses more than this share of its requests (dropped by the workload
+#: filters, rejected by the scheduler, or unfinished at the time limit) is reported
+#: with a warning.
+LOSS_WARN_SHARE = 0.25
+TABLES = ("timeseries", "requests")
 
 
 def default_simulate() -> Simulate:
@@ -63,8 +90,20 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class _Run:
+    point: Point
+    seed: int
+    spec: RunSpec
+    key: str
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.point.point_id}_seed{self.seed}"
+
+
 def _run_all(
-    runs: list[tuple[Point, int, RunSpec]],
+    runs: list[_Run],
     cache: RunCache,
     *,
     simulate: Simulate,
@@ -72,32 +111,118 @@ def _run_all(
     jobs: int,
     progress: bool | None,
 ) -> int:
-    """Run every run not in the cache; returns how many were computed."""
+    """Run every run not in the cache; returns how many were computed.
+
+    Each key's number of runs is counted once, so a completion costs O(1).
+    """
     from tqdm import tqdm
 
-    missing = [spec for _, _, spec in runs if not cache.has(spec)]
-    unique = list({run_key(spec): spec for spec in missing}.values())
+    key_to_count = Counter(run.key for run in runs if not cache.has(run.key))
+    key_to_spec = {run.key: run.spec for run in runs if run.key in key_to_count}
+    keys = list(key_to_spec)
+    specs = [key_to_spec[key] for key in keys]
+    num_missing = sum(key_to_count.values())
     disable = None if progress is None else not progress  # None: only on a terminal
-    bar = tqdm(total=len(runs), initial=len(runs) - len(missing), unit="run", disable=disable)
+    shown = progress if progress is not None else sys.stderr.isatty()
+    if shown and executor == "local" and (jobs <= 1 or len(specs) == 1):
+        simulate = functools.partial(simulate, progress=True)  # requests done, ETA, per run
+    bar = tqdm(total=len(runs), initial=len(runs) - num_missing, unit="run", disable=disable)
+    finished = execute(executor, simulate, specs, jobs)
     try:
-        for index, result in execute(executor, simulate, unique, jobs):
-            cache.store(unique[index], result)
-            bar.update(sum(run_key(s) == run_key(unique[index]) for s in missing))
+        for index, result in finished:
+            cache.store(keys[index], specs[index], result)
+            bar.update(key_to_count[keys[index]])
+    except RunFailed as exc:
+        failed = [run for run in runs if run.key == keys[exc.index]]
+        where = ", ".join(
+            f"point {r.point.point_id} ({r.point.label}) seed {r.seed}" for r in failed
+        )
+        raise PagesimError(f"{where}: {exc.error}") from None
     finally:
+        finished.close()  # on Ctrl-C or an error: cancel queued runs, stop the workers
         bar.close()
-    return len(unique)
+    return len(keys)
 
 
-def _copy_run_tables(
-    runs: list[tuple[Point, int, RunSpec]], cache: RunCache, out_dir: Path
-) -> None:
-    for table in ("timeseries", "requests"):
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` as a hard link to ``source`` (stored once), else a copy; atomically."""
+    tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _place_run_tables(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[str]:
+    names = []
+    for table in TABLES:
         (out_dir / table).mkdir(parents=True, exist_ok=True)
-        for point, seed, spec in runs:
-            target = out_dir / table / f"{point.point_id}_seed{seed}.csv.gz"
-            tmp = target.with_name(f".tmp-{target.name}")
-            shutil.copyfile(cache.folder(spec) / f"{table}.csv.gz", tmp)
-            tmp.replace(target)
+        for run in runs:
+            name = f"{table}/{run.run_id}.csv.gz"
+            _link_or_copy(cache.folder(run.key) / f"{table}.csv.gz", out_dir / name)
+            names.append(name)
+    return names
+
+
+def _num(values: dict[str, Any], name: str) -> float:
+    value = values.get(name, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _accounting_problems(
+    runs: list[_Run], run_values: list[dict[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """(errors: runs that served no request, warnings: runs that lost too many).
+
+    A run's lost share combines the share of candidates the filters dropped
+    (``dropped_share``) with the share of its requests that were rejected.
+    """
+    errors, warnings = [], []
+    for run, values in zip(runs, run_values, strict=True):
+        if "num_finished" not in values:
+            continue  # a simulate function that does not count requests: nothing to check
+        finished = _num(values, "num_finished")
+        dropped, rejected = _num(values, "num_dropped"), _num(values, "num_rejected")
+        unfinished = _num(values, "num_unfinished")
+        num_run = finished + rejected + unfinished
+        drop_share = values.get("dropped_share")
+        if not isinstance(drop_share, int | float):
+            drop_share = dropped / (dropped + num_run) if dropped + num_run else 0.0
+        why = []
+        if dropped:
+            reasons = values.get("dropped_reasons", "?")
+            why.append(
+                f"{dropped:.0f} ({drop_share:.0%}) of the candidates dropped by the workload "
+                f"filters ({reasons})"
+            )
+        if rejected:
+            why.append(f"{rejected:.0f} rejected ({values.get('rejected_reasons', '?')})")
+        if unfinished:
+            why.append(f"{unfinished:.0f} unfinished at max_sim_time_s")
+        where = f"point {run.point.point_id} ({run.point.label}), seed {run.seed}"
+        if finished == 0:
+            cause = "; ".join(why) or "the workload produced no requests"
+            errors.append(f"{where}: no request was served: {cause}")
+            continue
+        lost = 1 - (1 - drop_share) * (1 - (rejected + unfinished) / num_run)
+        if lost > LOSS_WARN_SHARE:
+            warnings.append(f"{where}: lost {lost:.0%} of its requests: {'; '.join(why)}")
+    return errors, warnings
+
+
+def _one_line(problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more run(s) like it)" if len(problems) > 1 else ""
+    return problems[0] + more
+
+
+def _planned_outputs(spec: ExperimentSpec, runs: list[_Run]) -> list[str]:
+    names = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
+    names += [f"{table}/{run.run_id}.csv.gz" for table in TABLES for run in runs]
+    return names + [f"{chart.file or chart.kind}.png" for chart in spec.charts]
 
 
 def run_experiment(
@@ -110,59 +235,100 @@ def run_experiment(
     cache_dir: Path | None = None,
     progress: bool | None = None,
     source: str = "<experiment>",
+    variant: str = "full",
 ) -> ExperimentOutput:
     """Run ``spec`` into ``out_dir``, reusing cached runs; see the module docstring.
 
-    ``progress``: None shows a bar only on a terminal; ``source`` names the file in
-    error messages.
+    ``progress``: None shows a bar only on a terminal, True always; ``source`` names
+    the file in error messages; ``variant`` (``full`` / ``quick``) is recorded in
+    the folder's manifest so the two never mix.
     """
+    validated = validate_points(spec, source)
+    jobs = jobs if jobs is not None else default_jobs()
+    if jobs < 1:
+        raise PagesimError(f"--jobs {jobs}: must be at least 1")
+    simulate = simulate if simulate is not None else default_simulate()
+    hasher = FileHasher()
+    runs = []
+    for point, point_spec in validated:
+        hashes = hasher.input_hashes(point_spec)
+        for seed in spec.seeds:
+            run_spec = point_spec.model_copy(update={"seed": seed})
+            runs.append(_Run(point, seed, run_spec, run_key(run_spec, hashes)))
+    created = make_out_dir(out_dir)
+    try:
+        with OutLock(out_dir):
+            manifest = Manifest(out_dir)
+            manifest.check(variant, _planned_outputs(spec, runs))
+            remove_dead_tmp(out_dir)
+            for table in TABLES:
+                remove_dead_tmp(out_dir / table)
+            cache = RunCache(cache_dir if cache_dir is not None else out_dir / "runs")
+            cache.clean_leftovers()
+            num_computed = _run_all(
+                runs, cache, simulate=simulate, executor=executor, jobs=jobs, progress=progress
+            )
+            return _write_outputs(spec, runs, cache, out_dir, manifest, variant, num_computed)
+    except BaseException:
+        remove_if_empty(created)
+        raise
+
+
+def _write_outputs(
+    spec: ExperimentSpec,
+    runs: list[_Run],
+    cache: RunCache,
+    out_dir: Path,
+    manifest: Manifest,
+    variant: str,
+    num_computed: int,
+) -> ExperimentOutput:
     from pagesim.experiments.charts import draw_charts
     from pagesim.experiments.summary import write_summary
 
-    validated = validate_points(spec, source)
-    runs = [
-        (point, seed, run_spec.model_copy(update={"seed": seed}))
-        for point, run_spec in validated
-        for seed in spec.seeds
-    ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    cache = RunCache(cache_dir if cache_dir is not None else out_dir / "runs")
-    num_computed = _run_all(
-        runs,
-        cache,
-        simulate=simulate if simulate is not None else default_simulate(),
-        executor=executor,
-        jobs=jobs if jobs is not None else default_jobs(),
-        progress=progress,
-    )
-
+    run_values = []
+    for run in runs:
+        summary, extra = cache.load_summary(run.key)
+        run_values.append({**extra, **summary})
+    errors, warnings = _accounting_problems(runs, run_values)
+    if errors:
+        raise PagesimError(_one_line(errors))
+    manifest.claim(variant, _planned_outputs(spec, runs))
     point_rows, point_to_seed_values, wall_rows = [], [], []
-    for point, _ in validated:
-        seed_values = []
-        for seed in spec.seeds:
-            run_spec = next(s for p, sd, s in runs if p is point and sd == seed)
-            summary, extra = cache.load_summary(run_spec)
-            seed_values.append({**extra, **summary})
-            wall_rows.append(
-                {
-                    "point": point.point_id,
-                    "seed": seed,
-                    "run_key": run_key(run_spec),
-                    WALL_COLUMN: summary.get(WALL_COLUMN, float("nan")),
-                }
+    for i, run in enumerate(runs):
+        if i == 0 or run.point is not runs[i - 1].point:
+            point = run.point
+            point_rows.append(
+                {"point": point.point_id, "label": point.label, **point.path_to_value}
             )
-        point_rows.append({"point": point.point_id, "label": point.label, **point.path_to_value})
-        point_to_seed_values.append(seed_values)
+            point_to_seed_values.append([])
+        point_to_seed_values[-1].append(run_values[i])
+        wall_rows.append(
+            {
+                "point": run.point.point_id,
+                "seed": run.seed,
+                "run_key": run.key,
+                WALL_COLUMN: run_values[i].get(WALL_COLUMN, float("nan")),
+            }
+        )
     results = results_table(point_rows, point_to_seed_values)
     write_csv(results, out_dir / "results.csv")
     write_csv(pd.DataFrame(wall_rows), out_dir / "wall_times.csv")
-    _copy_run_tables(runs, cache, out_dir)
+    written = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
+    written += _place_run_tables(runs, cache, out_dir)
     atomic_write_text(
         out_dir / "experiment.json", canonical_json(spec.model_dump(mode="json")) + "\n"
     )
-
     chart_paths, chart_problems = draw_charts(spec, results, out_dir)
-    write_summary(spec, results, out_dir, chart_paths, chart_problems)
+    write_summary(spec, results, out_dir, chart_paths, chart_problems, warnings)
+    written += [path.name for path in chart_paths]
+    manifest.replace(variant, written)
     return ExperimentOutput(
-        out_dir, results, len(runs), num_computed, tuple(chart_paths), tuple(chart_problems)
+        out_dir,
+        results,
+        len(runs),
+        num_computed,
+        tuple(chart_paths),
+        tuple(chart_problems),
+        tuple(warnings),
     )

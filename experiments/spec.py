@@ -97,6 +97,13 @@ class QuickSpec(StrictSpec):
     sweep: SweepSpec | None = None
     seeds: list[int] | None = Field(default=None, min_length=1)
 
+    @field_validator("seeds")
+    @classmethod
+    def _non_negative_seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        if seeds is not None and any(seed < 0 for seed in seeds):
+            raise ValueError(f"seeds must be >= 0 (numpy seeds are non-negative), got {seeds}")
+        return seeds
+
 
 class ChartSpec(StrictSpec):
     """One chart to draw from the results (``kind`` names a function in
@@ -160,6 +167,8 @@ class ExperimentSpec(StrictSpec):
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct, got {seeds}")
+        if any(seed < 0 for seed in seeds):
+            raise ValueError(f"seeds must be >= 0 (numpy seeds are non-negative), got {seeds}")
         return seeds
 
     def quick_variant(self) -> ExperimentSpec:

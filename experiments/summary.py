@@ -4,7 +4,10 @@ Where the experiment names a ``paper_figure`` found in ``paper_targets.yaml`` (t
 paper's numbers, copied with their source), each paper value is shown beside the
 simulated one and the difference (simulated − paper, in the paper's unit). A
 target whose point or metric the run does not have is listed as missing, never
-left out.
+left out. Two sections say what the numbers rest on: *Requests* (per point, how
+many the workload filters dropped and why, how many the scheduler rejected and why,
+and the warnings of runs that lost too many) and *Step costs* (the cost model kind,
+the profile's identity and the cost model's full description).
 """
 
 from __future__ import annotations
@@ -106,8 +109,51 @@ def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _column(results: pd.DataFrame, name: str, default: Any = "") -> list[Any]:
+    return results[name].tolist() if name in results.columns else [default] * len(results)
+
+
+def accounting_lines(results: pd.DataFrame, warnings: list[str]) -> list[str]:
+    """The Requests section: dropped (with their share of the candidates the filters
+    examined) and rejected per point, with the reasons."""
+    header = ["point", "label", "finished", "dropped (share)", "why dropped", "rejected",
+              "why rejected"]  # fmt: skip
+    rows = []
+    for p, label, fin, drop, share, why_d, rej, why_r in zip(
+        results["point"], results["label"], _column(results, "num_finished", math.nan),
+        _column(results, "num_dropped", math.nan), _column(results, "dropped_share", math.nan),
+        _column(results, "dropped_reasons"), _column(results, "num_rejected", math.nan),
+        _column(results, "rejected_reasons"), strict=True,
+    ):  # fmt: skip
+        dropped = _fmt(drop) + ("" if math.isnan(share) else f" ({share:.1%})")
+        rows.append([p, label, fin, dropped, why_d or "-", rej, why_r or "-"])
+    lines = _table(header, rows)
+    if warnings:
+        lines += ["", *[f"- warning: {w}" for w in warnings]]
+    return lines
+
+
+def step_cost_lines(results: pd.DataFrame) -> list[str]:
+    """The Step costs section: cost model kind, profile identity, description."""
+    if "cost_model" not in results.columns:
+        return ["Not recorded: the simulate function that produced these runs gave no cost model."]
+    triples = dict.fromkeys(
+        zip(
+            _column(results, "cost_model"), _column(results, "cost_model_profile"),
+            _column(results, "cost_model_description"), strict=True,
+        )
+    )  # fmt: skip
+    return [
+        f"- **{kind}**: {profile}. {description}".rstrip() for kind, profile, description in triples
+    ]
+
+
 def summary_text(
-    spec: ExperimentSpec, results: pd.DataFrame, chart_paths: list[Path], chart_problems: list[str]
+    spec: ExperimentSpec,
+    results: pd.DataFrame,
+    chart_paths: list[Path],
+    chart_problems: list[str],
+    warnings: list[str] | None = None,
 ) -> str:
     lines = [f"# {spec.name}", ""]
     if spec.description:
@@ -123,6 +169,8 @@ def summary_text(
     headline = [c for c in HEADLINE_COLUMNS if c in results.columns]
     header = ["point", "label", *swept, *headline]
     lines += _table(header, results[header].values.tolist())
+    lines += ["", "## Requests", ""] + accounting_lines(results, list(warnings or []))
+    lines += ["", "## Step costs", ""] + step_cost_lines(results)
     if spec.paper_figure is not None:
         lines += ["", f"## Paper comparison ({spec.paper_figure})", ""]
         targets = paper_targets()
@@ -144,7 +192,8 @@ def write_summary(
     out_dir: Path,
     chart_paths: list[Path],
     chart_problems: list[str],
+    warnings: list[str] | None = None,
 ) -> None:
     atomic_write_text(
-        out_dir / "summary.md", summary_text(spec, results, chart_paths, chart_problems)
+        out_dir / "summary.md", summary_text(spec, results, chart_paths, chart_problems, warnings)
     )

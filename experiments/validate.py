@@ -7,7 +7,10 @@ for an unknown key, the allowed names for an unknown model / GPU / workload /
 allocator / scheduler). Checks, in order: YAML syntax; the experiment schema; each
 swept and overridden path names a RunSpec field; the base is a valid RunSpec; each
 sweep value is valid on its own; each point is a valid RunSpec whose names are
-registered; each chart kind exists.
+registered; each chart kind exists. :func:`load_experiment` checks the file itself;
+``pagesim validate`` and ``pagesim run`` also put each point through ``preflight.py``
+(its input files exist, its pool and blocks fit), so that ``validate`` rejects
+everything ``run`` would before simulating.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from pagesim import yamlio
 from pagesim.errors import ConfigError
 from pagesim.experiments.paths import apply_overrides
 from pagesim.experiments.points import Point, expand_points
+from pagesim.experiments.preflight import check_run
 from pagesim.experiments.registries import unknown_names
 from pagesim.experiments.schema_paths import allowed_keys, check_dotted_path
 from pagesim.experiments.spec import ExperimentSpec
@@ -43,7 +47,6 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        msg = err["msg"]
         if err["type"] == "extra_forbidden":
             keys = allowed_keys(model, [str(p) for p in loc[:-1] if not isinstance(p, int)])
             msg = f"unknown key; allowed keys: {', '.join(keys)}"
@@ -55,14 +58,7 @@ def format_errors(exc: ValidationError, model: type[BaseModel], source: str, pre
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The YAML document in ``path`` (a mapping), or a ConfigError naming the file."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read experiment file ({exc.strerror})") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from None
+    doc = yamlio.read(path, "experiment file")
     if not isinstance(doc, dict):
         raise ConfigError(
             f"{path}: an experiment file must be a mapping of keys, got {type(doc).__name__}"
@@ -127,8 +123,11 @@ def _sweep_location(spec: ExperimentSpec, dotted_path: str, value: Any) -> str |
     return None
 
 
-def validate_points(spec: ExperimentSpec, source: str) -> list[tuple[Point, RunSpec]]:
-    """Every point validated as a full RunSpec with registered names."""
+def validate_points(
+    spec: ExperimentSpec, source: str, *, preflight: bool = True
+) -> list[tuple[Point, RunSpec]]:
+    """Every point validated as a full RunSpec with registered names, and (``preflight``)
+    checked by ``preflight.py``: its files exist, its pool and blocks fit."""
     _check_paths(spec, source)
     _validate_run(spec.base, source, "base")
     _check_sweep_values(spec, source)
@@ -142,6 +141,10 @@ def validate_points(spec: ExperimentSpec, source: str) -> list[tuple[Point, RunS
                 f"{source}: {where}: unknown name {name!r}; allowed: {', '.join(allowed)}"
             )
         validated.append((point, run_spec))
+    for point, run_spec in validated if preflight else []:
+        values = ", ".join(f"{p}={v}" for p, v in point.path_to_value.items())
+        named = f"point {point.point_id} ({values})" if values else "base"
+        check_run(run_spec, f"{source}: {named}")
     return validated
 
 
@@ -188,7 +191,7 @@ def load_experiment(
 
     ``quick`` applies the file's ``quick`` section; ``overrides`` (``--set``) map
     dotted base paths to values and are applied last. The returned spec has passed
-    every check in the module docstring.
+    every check in the module docstring but the preflight.
     """
     from pagesim.experiments.shipped import resolve_experiment
 
@@ -198,11 +201,22 @@ def load_experiment(
     if quick:
         spec = spec.quick_variant()
     if overrides:
+        swept = spec.sweep.swept_paths
         for dotted_path in overrides:
             problem = check_dotted_path(RunSpec, dotted_path)
             if problem is not None:
                 raise ConfigError(f"--set {dotted_path}: {problem}")
+            clash = [
+                p for p in swept
+                if p == dotted_path or p.startswith(dotted_path + ".")
+                or dotted_path.startswith(p + ".")
+            ]  # fmt: skip
+            if clash:
+                raise ConfigError(
+                    f"--set {dotted_path}: {clash[0]} is swept in {path} (the sweep would "
+                    "override it); edit the sweep instead"
+                )
         spec = spec.model_copy(update={"base": apply_overrides(spec.base, overrides)})
-    validate_points(spec, str(path))
+    validate_points(spec, str(path), preflight=False)
     _check_charts(spec, str(path))
     return spec

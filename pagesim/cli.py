@@ -7,13 +7,18 @@ module level and do their heavy imports inside the handler, so ``pagesim --help`
 stays fast.
 
 Every handler returns an exit code. A :class:`~pagesim.errors.PagesimError` is
-printed as one line (``pagesim: error: ...``) with exit code 2, never a traceback.
+printed as one line (``pagesim: error: ...``) with exit code 2, never a traceback;
+Ctrl-C exits 130, and output piped into a reader that stops (``| head``) ends
+quietly with 141, as a shell pipeline would.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
 
 from pagesim import __version__
@@ -59,11 +64,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PagesimError as exc:
-        print(f"pagesim: error: {exc}", file=sys.stderr)
+        print(f"pagesim: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a further Ctrl-C must not interrupt exit
         print("pagesim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` that stopped reading: not an error of ours. Point
+        # stdout at devnull so the interpreter's final flush does not fail again.
+        # (when stdout is not a file descriptor, e.g. captured, nothing will flush it)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

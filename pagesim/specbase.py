@@ -1,23 +1,39 @@
 """Base of every spec section: frozen, strict pydantic models, and readable errors.
 
 ``extra="forbid"`` makes an unknown key an error; ``strict=True`` makes a wrong type
-an error instead of a silent coercion (a YAML ``"16"`` is not 16, and a YAML ``1e3``
-is a string: write ``1000`` or ``1.0e3``).
+an error instead of a silent coercion (a YAML ``"16"`` is not 16; pagesim reads YAML
+as 1.2 does, so ``1e3`` is the float 1000.0, which an integer field refuses with a
+message saying so); ``allow_inf_nan=False`` refuses ``.inf`` and ``.nan`` everywhere.
+:func:`error_text` words pydantic's errors for a person ("not a number", not
+"should be greater than 0").
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 
 class StrictSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def error_text(err: dict) -> str:
-    """A pydantic error's message as pagesim prints it (without "Value error, ")."""
+def error_text(err: dict[str, Any]) -> str:
+    """A pydantic error's message as pagesim prints it: without "Value error, ", and
+    reworded where pydantic's would mislead (NaN, infinity, a float for an integer)."""
+    value = err.get("input")
+    if isinstance(value, float) and not isinstance(value, bool):
+        if math.isnan(value):
+            return "not a number (NaN); give a number"
+        if math.isinf(value):
+            return f"{value} is infinite; give a finite number"
+        if err["type"] == "int_type" and value.is_integer():
+            return (
+                f"{value!r} is a float, and this key takes an integer "
+                f"(YAML reads 1e3 as a float); write {int(value)}"
+            )
     msg = err["msg"]
     return msg.removeprefix("Value error, ") if err["type"] == "value_error" else msg
 

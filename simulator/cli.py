@@ -87,8 +87,6 @@ def spec_doc_from_args(args: argparse.Namespace, base: dict) -> dict:
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import yaml
-
     from pagesim.errors import ConfigError
     from pagesim.simulator.costmodel.factory import make_cost_model
     from pagesim.simulator.result import METRIC_COLUMNS
@@ -100,18 +98,24 @@ def _run(args: argparse.Namespace) -> int:
     base: dict = {}
     source = "command line"
     if args.config:
+        from pagesim import yamlio
+
         path = Path(args.config)
         if not path.is_file():
             raise ConfigError(f"--config: file not found: {path}")
-        try:
-            base = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        base = yamlio.read(path, "RunSpec file") or {}
         if not isinstance(base, dict):
             raise ConfigError(f"{path}: a RunSpec file must be a mapping of sections")
         source = str(path)
     spec = run_spec_from_dict(spec_doc_from_args(args, base), source)
     result = simulate(spec, progress=args.progress)
+    if result.summary["num_finished"] == 0:
+        why = [f"{len(result.requests)} requests in the run"]
+        if result.extra.get("num_dropped"):
+            why.append(f"dropped by the workload filters: {result.notes['dropped_reasons']}")
+        if result.summary["num_rejected"]:
+            why.append(f"rejected: {result.notes['rejected_reasons']}")
+        raise ConfigError(f"{source}: no request was served ({'; '.join(why)})")
     hw = spec.hardware
     cost = make_cost_model(hw, get_model(hw.model), get_gpu(hw.gpu))
     print(
@@ -129,4 +133,6 @@ def _run(args: argparse.Namespace) -> int:
     rejected = result.requests[result.requests["status"] == "rejected"]
     for reason, count in rejected["reason"].value_counts().items():
         print(f"  rejected x{count}: {reason}")
+    if result.extra.get("num_dropped"):
+        print(f"  dropped by the workload filters: {result.notes['dropped_reasons']}")
     return 0

@@ -35,6 +35,10 @@ from pagesim.simulator.specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
 if TYPE_CHECKING:
     from pagesim.simulator.spec import HardwareSpec
 
+#: The largest pool (GPU or CPU, in token slots) a run may ask for: checked before
+#: anything is allocated, since the allocators keep per-block state. 2**27 slots is
+#: 64x the largest real pool (a 125M-parameter model on an 80 GB GPU: ~2M slots).
+MAX_POOL_SLOTS = 2**27
 #: vLLM v0 defaults of the profiling pass (``SchedulerConfig``).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2560
 DEFAULT_MAX_NUM_SEQS = 256
@@ -136,6 +140,16 @@ def kv_pool(
             f"hardware: a KV budget of {budget} bytes holds no token of {model.name} "
             f"({kv_per_token} bytes per token)"
         )
+    cpu_slots = int(swap_space_gib * GIB) // kv_per_token
+    for name, count, keys in (
+        ("KV pool", slots, "hardware.kv_slots / hardware.kv_budget_gib"),
+        ("CPU swap space", cpu_slots, "allocator.swap_space_gib"),
+    ):
+        if count > MAX_POOL_SLOTS:
+            raise ConfigError(
+                f"hardware: a {name} of {count:,} token slots is too large to simulate "
+                f"(limit {MAX_POOL_SLOTS:,}); lower {keys}"
+            )
     return KVPool(
         kv_budget_bytes=budget,
         kv_bytes_per_token=kv_per_token,

@@ -71,6 +71,9 @@ class RunResult:
     requests: pd.DataFrame
     timeseries: pd.DataFrame
     extra: dict[str, float] = field(default_factory=dict)
+    #: Text about the run (``simulator.provenance``: why requests were dropped or
+    #: rejected, where the step costs came from); results.csv shows it as columns.
+    notes: dict[str, str] = field(default_factory=dict)
 
     def summary_row(self) -> dict[str, float]:
         return {k: self.summary[k] for k in METRIC_COLUMNS}

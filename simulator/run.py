@@ -9,6 +9,11 @@ building, then to the scheduler (beam choices). The summary then gets the vLLM-n
 metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
 records), and the extra values the ``metrics.reducers`` named (``simulator/reducers.py``).
 
+``extra["num_dropped"]`` counts the requests the workload filters removed (and
+``extra["dropped_share"]`` their share of the candidates they examined), and
+``notes`` says what the numbers rest on (``simulator.provenance``): why requests
+were dropped or rejected, the cost model kind and profile.
+
 Checked before the run (ConfigError): a Max allocator whose pool is smaller than
 ``max_model_len`` (it could never admit a request).
 """
@@ -24,6 +29,7 @@ import simpy
 from pagesim.errors import ConfigError
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
+from pagesim.simulator.provenance import request_notes, step_cost_notes
 from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.result import RunResult
@@ -94,6 +100,10 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     )
     for name in spec.metrics.reducers:
         result.extra.update(reduce(result.timeseries, name).as_columns())
+    result.extra["num_dropped"] = float(sum(trace.dropped.values()))
+    result.extra["dropped_share"] = trace.dropped_share
+    result.notes.update(request_notes(trace.dropped, result.requests))
+    result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
     return result
 
 

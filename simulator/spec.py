@@ -2,8 +2,8 @@
 
 A run is a pure function of its RunSpec (the seed included): same spec, same bytes
 out. Specs are frozen pydantic models: an unknown key or a wrong type is an error
-that names the key (``extra="forbid"``, ``strict=True``; a YAML ``1e3`` is a string,
-not a number — write ``1000`` or ``1.0e3``). Names of models, GPUs and workloads are
+that names the key (``extra="forbid"``, ``strict=True``; pagesim reads YAML numbers as YAML 1.2 does,
+so ``1e3`` is the float 1000.0, refused by integer keys with a message). Names of models, GPUs and workloads are
 checked against their registries by the layers that own them when a run is built.
 
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
@@ -164,7 +164,7 @@ class RunSpec(_Spec):
     allocator: AllocatorSpec = AllocatorSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
     metrics: MetricsSpec = MetricsSpec()
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False

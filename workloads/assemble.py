@@ -43,6 +43,7 @@ def assemble_trace(
     name: str = "trace",
     source_note: str = "",
     dropped: Mapping[str, int] | None = None,
+    num_candidates: int | None = None,
 ) -> Trace:
     """A validated Trace; ``prompt_len`` here excludes the shared prefix, which is prepended."""
     num = len(prompt_len)
@@ -63,4 +64,10 @@ def assemble_trace(
             "segments": seg_col,
         }
     )
-    return Trace(table=table, name=name, dropped=dict(dropped or {}), source_note=source_note)
+    return Trace(
+        table=table,
+        name=name,
+        dropped=dict(dropped or {}),
+        source_note=source_note,
+        num_candidates=num_candidates,
+    )

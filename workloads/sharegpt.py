@@ -39,6 +39,13 @@ class ParseReport:
     num_records: int
     is_truncated: bool
     num_chars: int
+    #: Characters of the text up to the end of the last whole record (all of it when
+    #: the file is complete): how much of a truncated file was recovered.
+    num_chars_whole: int = 0
+
+    @property
+    def recovered_share(self) -> float:
+        return self.num_chars_whole / self.num_chars if self.num_chars else 1.0
 
     def describe(self) -> str:
         cut = (
@@ -87,16 +94,16 @@ def iter_json_list(path: Path) -> Iterator[tuple[int, object] | ParseReport]:
     while True:
         pos = _skip_ws(text, pos)
         if pos >= len(text):
-            yield ParseReport(index, True, len(text))
+            yield ParseReport(index, True, len(text), pos)
             return
         if text[pos] == "]" and index == 0:
-            yield ParseReport(0, False, len(text))
+            yield ParseReport(0, False, len(text), len(text))
             return
         try:
             item, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             if exc.msg.startswith("Unterminated string") or exc.pos >= end_text:
-                yield ParseReport(index, True, len(text))
+                yield ParseReport(index, True, len(text), pos)
                 return
             raise DataError(
                 f"{path}: record {index} (line {exc.lineno}): malformed JSON: {exc.msg}"
@@ -105,10 +112,10 @@ def iter_json_list(path: Path) -> Iterator[tuple[int, object] | ParseReport]:
         index += 1
         pos = _skip_ws(text, pos)
         if pos >= len(text):
-            yield ParseReport(index, True, len(text))
+            yield ParseReport(index, True, len(text), pos)
             return
         if text[pos] == "]":
-            yield ParseReport(index, False, len(text))
+            yield ParseReport(index, False, len(text), len(text))
             return
         if text[pos] != ",":
             raise DataError(

@@ -65,6 +65,16 @@ class Trace:
     name: str = "trace"
     dropped: Mapping[str, int] = field(default_factory=dict)
     source_note: str = ""
+    #: How many candidate requests the filters examined (rows of the source table,
+    #: or synthetic draws); None when no filter ran. ``dropped`` is out of these.
+    num_candidates: int | None = None
+
+    @property
+    def dropped_share(self) -> float:
+        """The share of the candidates the filters dropped (0 when none were examined)."""
+        if not self.num_candidates:
+            return 0.0
+        return sum(self.dropped.values()) / self.num_candidates
 
     def __post_init__(self) -> None:
         validate_table(self.table, self.name)

@@ -314,11 +314,9 @@ def _sources(value: Any, fail) -> tuple[dict[str, str], ...]:
 
 
 def load_profile(path: str | Path) -> Profile:
+    from pagesim import yamlio
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"profile file not found: {path}")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return profile_from_dict(doc, source=str(path))
+    return profile_from_dict(yamlio.read(path, "profile"), source=str(path))

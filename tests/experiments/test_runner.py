@@ -11,6 +11,7 @@ import pytest
 from fake_sim import fake_simulate
 
 from pagesim.experiments.cache import RunCache, run_key
+from pagesim.experiments.inputs import FileHasher
 from pagesim.experiments.runner import run_experiment
 from pagesim.experiments.validate import load_experiment
 from pagesim.simulator.result import METRIC_COLUMNS
@@ -30,6 +31,10 @@ class CountingSimulate:
         if self.num_calls == self.fail_on_call:
             raise KeyboardInterrupt
         return fake_simulate(spec, **kwargs)
+
+
+def _key(spec) -> str:
+    return run_key(spec, FileHasher().input_hashes(spec))
 
 
 def _run(path: Path, out: Path, simulate=fake_simulate, jobs: int = 1, **kwargs):
@@ -86,7 +91,7 @@ def test_mean_and_ci95_over_seeds(tiny_doc, write_doc, tmp_path):
 
     point, run_spec = validate_points(spec, "x")[3]
     values = [
-        cache.load_summary(run_spec.model_copy(update={"seed": s}))[0]["throughput_req_s"]
+        cache.load_summary(_key(run_spec.model_copy(update={"seed": s})))[0]["throughput_req_s"]
         for s in (0, 1)
     ]
     row = results[results["point"] == point.point_id].iloc[0]

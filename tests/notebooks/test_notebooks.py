@@ -1,9 +1,10 @@
 """Every notebook under notebooks/ runs top to bottom without an error.
 
-Each runs with nbclient on the ``python3`` kernel (the test environment's ipykernel), in
-a fresh temporary working directory so that nothing it writes lands in the repository,
-with a per-cell timeout. Notebooks are committed without outputs; this test is what
-executes them.
+Each runs with nbclient on the ``python3`` kernel (the test environment's ipykernel) in
+the ``notebooks/`` folder, as a user opening it in Jupyter would, with a per-cell
+timeout; afterwards the folder must hold exactly what it held before (a notebook
+writes only to temporary folders). Notebooks are committed without outputs; this test
+is what executes them.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def test_notebook_runs(
         if source.is_file():
             assert main(["workload", "prepare", workload, "--source", str(source)]) == 0
     nb = nbformat.read(path, as_version=4)
+    before = {p.name for p in path.parent.iterdir()}
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     # the kernel runs this interpreter's environment, wherever the venv lives
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
@@ -68,7 +70,7 @@ def test_notebook_runs(
         nb,
         timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
+        resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     errors = [
@@ -79,3 +81,5 @@ def test_notebook_runs(
         if out.get("output_type") == "error"
     ]
     assert not errors
+    left = sorted({p.name for p in path.parent.iterdir()} - before)
+    assert not left, f"{path.name} left {left} in notebooks/; write to a temporary folder"

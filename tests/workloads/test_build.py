@@ -95,7 +95,7 @@ def test_shared_prefix_counts_toward_filters():
     trace = _build(name="synthetic", num_requests=10, shared_prefix_len=1000,
                    prompt=LengthDist(dist="uniform", low=10, high=40))  # fmt: skip
     assert (trace.table["prompt_len"] <= 1024).all()
-    assert trace.dropped["prompt_len > 1024"] > 0
+    assert trace.dropped["prompt_len > 1024 (redrawn)"] > 0
 
 
 def test_duration_mode():

@@ -1,0 +1,82 @@
+"""Checks of one run that need more than its schema, done before anything is simulated.
+
+``pagesim validate`` and ``pagesim run`` call :func:`preflight` on every point, so
+``validate`` rejects everything ``run`` would reject before simulating: a missing
+trace CSV, an unprepared table, a missing or malformed profile, replay of a
+workload without timestamps, a KV pool too large to allocate or too small for one
+block (or, for the Max allocator, for one ``max_model_len`` reservation).
+"""
+
+from __future__ import annotations
+
+from pagesim.errors import ConfigError, PagesimError
+from pagesim.simulator.spec import RunSpec
+
+
+def preflight(spec: RunSpec) -> str | None:
+    """Why ``spec`` cannot run, in one line, or None."""
+    from pagesim.experiments.inputs import run_input_files
+    from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.memory import kv_pool
+    from pagesim.simulator.specs import get_gpu
+    from pagesim.workloads.registry import WORKLOADS
+
+    source = WORKLOADS.get(spec.workload.name)
+    if source is not None:
+        if spec.arrivals.process == "replay" and not source.is_timestamped:
+            timestamped = ", ".join(n for n, s in WORKLOADS.items() if s.is_timestamped)
+            return (
+                f"arrivals.process: 'replay' needs a timestamped workload; "
+                f"{spec.workload.name!r} has no timestamps (timestamped: {timestamped})"
+            )
+        if source.kind == "csv" and spec.workload.path is None:
+            return "workload.path: workload 'csv' needs the path of a timestamped CSV file"
+        if source.kind == "synthetic" and spec.workload.path is not None:
+            return (
+                f"workload.path: read by table and csv workloads, not by the synthetic "
+                f"{spec.workload.name!r}"
+            )
+    for role, path in run_input_files(spec).items():
+        if not path.is_file():
+            if role == "workload" and spec.workload.path is None and source is not None:
+                if source.dataset is not None:
+                    from pagesim import datapaths
+
+                    return "workload.name: " + datapaths.get_dataset(
+                        source.dataset
+                    ).missing_message(datapaths.data_dir())
+                return (
+                    f"workload.name: the length table of {spec.workload.name!r} is not prepared; "
+                    f"run: pagesim workload prepare {spec.workload.name} --source RAW_FILE"
+                )
+            key = "workload.path" if role == "workload" else "hardware.profile"
+            return f"{key}: file not found: {path}"
+    try:
+        resolve_profile(spec.hardware.profile, get_gpu(spec.hardware.gpu))
+        pool = kv_pool(
+            spec.hardware,
+            swap_space_gib=spec.allocator.swap_space_gib,
+            max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
+            max_num_seqs=spec.scheduler.max_num_seqs,
+        )
+    except PagesimError as exc:
+        return str(exc)
+    block = spec.allocator.block_size
+    if block > pool.capacity_slots:
+        return (
+            f"allocator.block_size: a block of {block} slots is larger than the whole KV pool "
+            f"({pool.capacity_slots} slots)"
+        )
+    if spec.allocator.kind == "max" and pool.capacity_slots < spec.max_model_len:
+        return (
+            f"allocator.kind: 'max' reserves max_model_len = {spec.max_model_len} slots per "
+            f"request, but the KV pool has only {pool.capacity_slots} slots"
+        )
+    return None
+
+
+def check_run(spec: RunSpec, where: str) -> None:
+    """Raise a ConfigError ``where: problem`` if :func:`preflight` finds one."""
+    problem = preflight(spec)
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")

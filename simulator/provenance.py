@@ -1,0 +1,84 @@
+"""What a run's numbers rest on, as ``RunResult.notes`` texts: requests lost, step costs.
+
+Requests (``extra["num_dropped"]`` counts the requests the workload filters removed
+before the run, ``Trace.dropped``): ``dropped_reasons`` and ``rejected_reasons`` (``"reason: count"``
+joined by ``"; "``, most frequent first; at most ``MAX_REASONS`` distinct rejection
+reasons are spelled out, the rest counted).
+
+Step costs: ``cost_model`` is the profile's kind as the outputs name it (analytic,
+measured here, measured elsewhere, projected, synthetic; a kind this table does not
+know is shown as it is); ``cost_model_profile`` identifies the profile (the name or
+path the spec gives, the GPU it describes, its date, and the first 12 hex digits of
+the file's SHA-256; the analytic profile is named by its GPU);
+``cost_model_description`` is :attr:`CostModel.description`. All are text, the same
+for the same inputs, so ``results.csv`` stays deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from pagesim.simulator.costmodel.model import CostModel
+from pagesim.simulator.request import REJECTED
+
+MAX_REASONS = 3
+#: Profile kinds (``profile.kind``) as the outputs name them.
+KIND_TO_LABEL = {
+    "analytic": "analytic",
+    "measured": "measured here",
+    "external": "measured elsewhere",
+    "projected": "projected",
+    "synthetic": "synthetic",
+}
+
+
+def reasons_text(reason_to_count: dict[str, int], limit: int | None = None) -> str:
+    items = sorted(reason_to_count.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = items if limit is None else items[:limit]
+    text = "; ".join(f"{reason}: {count}" for reason, count in shown)
+    rest = items[len(shown) :]
+    if rest:
+        text += f"; {len(rest)} other reasons: {sum(c for _, c in rest)}"
+    return text
+
+
+def _file_tag(profile_ref: str) -> str:
+    from pagesim.simulator.costmodel.factory import PROFILE_FILE_NAME, shipped_profiles_dir
+
+    path = Path(profile_ref)
+    if not path.is_file():
+        folder = shipped_profiles_dir()
+        path = folder / profile_ref / PROFILE_FILE_NAME if folder is not None else path
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "file unreadable"
+
+
+def step_cost_notes(cost_model: CostModel, profile_ref: str | None) -> dict[str, str]:
+    """``cost_model``, ``cost_model_profile``, ``cost_model_description`` (module doc)."""
+    profile = cost_model.profile
+    label = KIND_TO_LABEL.get(profile.kind, profile.kind)
+    if profile_ref is None:
+        identity = f"analytic roofline of {cost_model.gpu.name}"
+    else:
+        date = f", {profile.date}" if profile.date else ""
+        identity = f"{profile_ref} ({profile.gpu_name}{date}, {_file_tag(profile_ref)})"
+    return {
+        "cost_model": label,
+        "cost_model_profile": identity,
+        "cost_model_description": cost_model.description,
+    }
+
+
+def request_notes(dropped: dict[str, int], requests: pd.DataFrame) -> dict[str, str]:
+    """``dropped_reasons``, ``rejected_reasons`` (module doc)."""
+    rejected = requests.loc[requests["status"] == REJECTED, "reason"]
+    return {
+        "dropped_reasons": reasons_text(dropped),
+        "rejected_reasons": reasons_text(dict(Counter(rejected.tolist())), MAX_REASONS),
+    }

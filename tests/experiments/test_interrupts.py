@@ -1,0 +1,180 @@
+"""Interrupts and concurrency, with real ``pagesim run`` subprocesses (issue #15).
+
+Each test starts ``python -m pagesim run`` in its own session (so every process it
+starts can be found by session id afterwards) and bounds every wait.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+SWEEP = {
+    "name": "faults",
+    "base": {
+        "hardware": {"kv_slots": 4000},
+        "workload": {
+            "name": "synthetic",
+            "num_requests": 60,
+            "prompt": {"dist": "uniform", "low": 10, "high": 200},
+            "output": {"dist": "uniform", "low": 10, "high": 200},
+        },
+        "arrivals": {"process": "poisson", "rate_req_s": 20.0},
+    },
+    "sweep": {"grid": {"arrivals.rate_req_s": [5.0, 10.0, 20.0, 40.0], "allocator.block_size": [8, 16, 32]}},
+    "seeds": [0, 1],
+}  # fmt: skip
+
+
+def _long_runs() -> dict:
+    """SWEEP with runs of a few seconds each (the whole sweep: about a minute on 2 jobs)."""
+    doc = {**SWEEP, "base": {**SWEEP["base"]}}
+    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 8000}
+    return doc
+
+
+def _write(tmp_path: Path, doc: dict, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _start(path: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pagesim", "run", str(path), "--out", str(out), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (zombies excluded)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _wait_session_gone(sid: int, timeout_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = _session_pids(sid)
+        if not left:
+            return []
+        time.sleep(0.05)
+    return _session_pids(sid)
+
+
+def _run_to_end(path: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pagesim", "run", str(path), "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def test_ctrl_c_stops_within_seconds_keeps_finished_runs_exit_130(tmp_path):
+    doc = _long_runs()
+    path = _write(tmp_path, doc)
+    proc = _start(path, tmp_path / "out", "--jobs", "2")
+    time.sleep(6.0)
+    os.kill(proc.pid, signal.SIGINT)
+    sent = time.monotonic()
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGINT)  # a second and a third Ctrl-C change nothing
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    stopped_s = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert stopped_s < 5.0, f"took {stopped_s:.1f} s to stop"
+    assert b"Traceback" not in err
+    assert _wait_session_gone(proc.pid) == []
+    runs = tmp_path / "out" / "runs"
+    kept = [p for p in runs.iterdir() if not p.name.startswith(".")] if runs.is_dir() else []
+    assert all((p / "summary.json").is_file() for p in kept)
+    assert not list(runs.glob(".tmp-*")) if runs.is_dir() else True
+
+
+def test_workers_exit_when_the_main_process_is_killed(tmp_path):
+    doc = _long_runs()
+    proc = _start(_write(tmp_path, doc), tmp_path / "out", "--jobs", "2")
+    deadline = time.monotonic() + 30
+    while len(_session_pids(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_session_pids(proc.pid)) >= 3, "the pool never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _wait_session_gone(proc.pid, timeout_s=10) == []
+
+
+def test_fault_injection_rerun_is_byte_identical(tmp_path):
+    """Kill a sweep at random points 20 times (SIGINT, SIGKILL of the main process,
+    SIGKILL of the group); the final rerun's results.csv equals an uninterrupted run's."""
+    path = _write(tmp_path, SWEEP)
+    start = time.monotonic()
+    reference = _run_to_end(path, tmp_path / "reference", "--jobs", "2")
+    reference_s = time.monotonic() - start  # kill times scale with this machine's speed
+    assert reference.returncode == 0, reference.stderr
+    rng = random.Random(15)
+    out = tmp_path / "out"
+    kinds = ["sigint", "kill_main", "kill_group"] * 7
+    num_cached = []
+    for kind in kinds[:20]:
+        proc = _start(path, out, "--jobs", "2")
+        time.sleep(rng.uniform(0.2, 0.9) * reference_s)
+        if kind == "sigint":
+            os.kill(proc.pid, signal.SIGINT)
+        elif kind == "kill_main":
+            os.kill(proc.pid, signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert proc.returncode in (0, 130, -signal.SIGKILL, -signal.SIGINT), kind
+        assert _wait_session_gone(proc.pid) == [], f"processes left after {kind}"
+        runs = out / "runs"
+        num_cached.append(len(list(runs.glob("[0-9a-f]*"))) if runs.is_dir() else 0)
+    # some kills landed after runs had finished, not all before the sweep started
+    assert max(num_cached) > 0, num_cached
+    final = _run_to_end(path, out, "--jobs", "2")
+    assert final.returncode == 0, final.stderr
+    assert (out / "results.csv").read_bytes() == (
+        tmp_path / "reference" / "results.csv"
+    ).read_bytes()
+    assert not list(out.rglob(".tmp-*"))
+
+
+def test_two_runs_on_one_folder_do_not_collide(tmp_path):
+    path = _write(tmp_path, SWEEP)
+    first = _start(path, tmp_path / "out", "--jobs", "1")
+    second = _start(path, tmp_path / "out", "--jobs", "1")
+    _, err1 = first.communicate(timeout=300)
+    _, err2 = second.communicate(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, (err1, err2)
+    assert b"waiting for it" in err1 + err2
+    reference = _run_to_end(path, tmp_path / "reference", "--jobs", "2")
+    assert reference.returncode == 0, reference.stderr
+    assert (tmp_path / "out" / "results.csv").read_bytes() == (
+        tmp_path / "reference" / "results.csv"
+    ).read_bytes()
+    assert not list((tmp_path / "out").rglob(".tmp-*"))
