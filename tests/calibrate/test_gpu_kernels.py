@@ -6,6 +6,7 @@ elsewhere these tests skip, saying what is missing.
 
 import numpy as np
 import pytest
+from paged_cases import paged_inputs
 
 from pagesim.calibrate import reference as ref
 
@@ -30,23 +31,6 @@ def _half(cp, a):
     return cp.asarray(a.astype(np.float16))
 
 
-def _paged_inputs(rng, lens, nh, nkv, hd, bs, shared):
-    per_seq = [-(-c // bs) for c in lens]
-    num_blocks = sum(per_seq) + 2
-    physical = rng.permutation(num_blocks)
-    table = np.zeros((len(lens), max(per_seq)), dtype=np.int32)
-    off = 0
-    for i, nb in enumerate(per_seq):
-        table[i, :nb] = physical[off : off + nb]
-        off += nb
-    if shared:
-        table[:, 0] = table[0, 0]
-    kc = rng.standard_normal((num_blocks, nkv, bs, hd)).astype(np.float16)
-    vc = rng.standard_normal((num_blocks, nkv, bs, hd)).astype(np.float16)
-    q = rng.standard_normal((len(lens), nh, hd)).astype(np.float16)
-    return q, kc, vc, table
-
-
 CASES = [
     ([1], 4, 4, 64, 16, False),
     ([17, 33, 5], 8, 8, 80, 16, False),
@@ -62,7 +46,7 @@ CASES = [
 def test_paged_attention_matches_reference(gpu, lens, nh, nkv, hd, bs, shared, partitioned):
     cp, k = gpu
     rng = np.random.default_rng(len(lens) * 100 + hd + bs)
-    q, kc, vc, table = _paged_inputs(rng, lens, nh, nkv, hd, bs, shared)
+    q, kc, vc, table = paged_inputs(rng, lens, nh, nkv, hd, bs, shared)
     out = cp.empty(q.shape, dtype=cp.float16)
     k.paged_attention(
         out,

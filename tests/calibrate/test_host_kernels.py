@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paged_cases import paged_inputs
 
 from pagesim.calibrate import reference as ref
 from pagesim.calibrate.cupy_ops import Kernels
@@ -76,25 +77,6 @@ def kernels(request, build_dir, tmp_path, sanitizers):
     return _kernels(build_dir, tmp_path, sanitizer=request.param)
 
 
-def _paged_inputs(rng, lens, nh, nkv, hd, bs, shared):
-    """Blocks scattered over a pool larger than needed; ``shared``: every sequence's first
-    block is the same physical block (a shared prefix)."""
-    per_seq = [-(-c // bs) for c in lens]
-    num_blocks = sum(per_seq) + 3
-    physical = rng.permutation(num_blocks)
-    table = np.zeros((len(lens), max(per_seq) + 1), dtype=np.int32)  # a spare column
-    off = 0
-    for i, nb in enumerate(per_seq):
-        table[i, :nb] = physical[off : off + nb]
-        off += nb
-    if shared:
-        table[:, 0] = table[0, 0]
-    kc = rng.standard_normal((num_blocks, nkv, bs, hd)).astype(np.float16)
-    vc = rng.standard_normal((num_blocks, nkv, bs, hd)).astype(np.float16)
-    q = rng.standard_normal((len(lens), nh, hd)).astype(np.float16)
-    return q, kc, vc, table
-
-
 # (context lengths, heads, kv heads, head dim, block size, shared first block)
 PAGED_CASES = [
     ([1], 4, 4, 64, 16, False),  # context 1
@@ -108,7 +90,9 @@ PAGED_CASES = [
 
 def check_paged(kernels, lens, nh, nkv, hd, bs, shared, partitioned):
     rng = np.random.default_rng(len(lens) * 100 + hd + bs)
-    q, kc, vc, table = _paged_inputs(rng, lens, nh, nkv, hd, bs, shared)
+    q, kc, vc, table = paged_inputs(
+        rng, lens, nh, nkv, hd, bs, shared, spare_blocks=3, spare_columns=1
+    )
     out = np.full(q.shape, np.nan, dtype=np.float16)
     kernels.paged_attention(
         out, q, kc, vc, table, np.asarray(lens, dtype=np.int32), max(lens), partitioned
@@ -289,7 +273,7 @@ def test_too_little_dynamic_shared_memory_is_reported(build_dir, tmp_path):
     """A launch with one float less than the tile's logits: the kernel writes past it."""
     kernels = _kernels(build_dir, tmp_path, files=["paged_attention.cu"])
     rng = np.random.default_rng(0)
-    q, kc, vc, table = _paged_inputs(rng, [80], 2, 2, 64, 16, False)
+    q, kc, vc, table = paged_inputs(rng, [80], 2, 2, 64, 16, False, spare_blocks=3, spare_columns=1)
     tile = 64
     args = (np.empty_like(q), q, kc, vc, table, np.array([80], np.int32))
     scalars = (np.int32(table.shape[1]), np.int32(2), np.int32(16), np.int32(tile))
