@@ -299,6 +299,12 @@ class KVAllocator(ABC):
     def drain_transfers(self) -> Transfers:
         """Copies and swaps since the last call; resets the tally."""
 
+    def has_pending_transfers(self) -> bool:
+        """Whether copies or swaps happened since the last ``drain_transfers``. The
+        default says yes, which is always safe (steady decode runs then go step by step
+        through ``schedule()``); an allocator that tallies its transfers answers exactly."""
+        return True
+
     def usage(self, is_blocked: bool) -> MemoryUsage:
         """The exact breakdown now (``is_blocked``: a request waits for memory)."""
         return MemoryUsage(self.capacity_slots, *self.usage_slots(is_blocked))
@@ -312,9 +318,10 @@ class KVAllocator(ABC):
         self, is_blocked: bool
     ) -> tuple[DecodeTotals, tuple[int, int, int, int, int, int]] | None:
         """A bulk decode step in one call: None (nothing changed) unless
-        ``can_append_all``; else ``append_slot_all``, then ``decode_totals`` and
-        ``usage_slots(is_blocked)``."""
-        if not self.can_append_all():
+        ``can_append_all`` and no copy or swap waits to be drained (it belongs in a
+        step's plan: the caller takes the per-step path); else ``append_slot_all``, then
+        ``decode_totals`` and ``usage_slots(is_blocked)``."""
+        if self.has_pending_transfers() or not self.can_append_all():
             return None
         self.append_slot_all()
         return self.decode_totals(), self.usage_slots(is_blocked)

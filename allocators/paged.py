@@ -315,14 +315,13 @@ class PagedAllocator(KVAllocator):
         )
         table: list[int] = []
         num_leading_hits = 0
-        for i in range(num_blocks):
-            if i < len(keys):
-                block_id, is_hit = self.gpu.take_keyed(keys[i], (i + 1) * self._block_size)
-                if is_hit and num_leading_hits == i:
-                    num_leading_hits += 1
-            else:
-                block_id = self.gpu.take()
+        for i, key in enumerate(keys[:num_blocks]):
+            block_id, is_hit = self.gpu.take_keyed(key, (i + 1) * self._block_size)
+            if is_hit and num_leading_hits == i:
+                num_leading_hits += 1
             table.append(block_id)
+        if len(table) < num_blocks:
+            table += self.gpu.take_many(num_blocks - len(table))
         num_cached_blocks = min(num_leading_hits, num_blocks - 1)
         num_cached_tokens = num_cached_blocks * self._block_size
         if self.gpu.is_caching:
@@ -409,6 +408,58 @@ class PagedAllocator(KVAllocator):
         if self._exact_seq_ids:
             for seq_id in list(self._exact_seq_ids):
                 self.append_slot(seq_id)
+
+    def append_all_measured(
+        self, is_blocked: bool
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int, int]] | None:
+        """``KVAllocator.append_all_measured`` (a steady decode step in one call):
+        ``can_append_all``, ``append_slot_all``, ``decode_totals`` and ``usage_slots``
+        fused, the same arithmetic on the same running totals. None (nothing changed)
+        also while a sequence is exact (its append may copy a shared block) or a copy or
+        swap waits to be drained: those belong in a step's plan, so the caller takes the
+        per-step path."""
+        if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
+            return None
+        bs = self._block_size
+        clock = self._clock
+        openers = self._seq_ids_by_residue[-clock % bs]
+        gpu = self.gpu
+        num_free = gpu.num_free_blocks
+        need = len(openers)
+        if self._max_group_size and num_free - need < self._max_group_size:
+            return None
+        if need:
+            take = gpu.take
+            tables = self._table_by_seq
+            for seq_id in openers:
+                tables[seq_id].append(take())
+            self._lockstep_blocks += need
+            self._num_table_blocks += need
+            num_free -= need
+        clock += 1
+        self._clock = clock
+        events = self._final_block_events
+        while events and events[0][0] <= clock:
+            _, seq_id, join_id = heapq.heappop(events)
+            if self._join_id_by_seq.get(seq_id) == join_id:
+                del self._join_id_by_seq[seq_id]
+                self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
+        num_seqs = len(self._off_by_seq)
+        held = self._sum_off + num_seqs * clock
+        internal = self._lockstep_internal
+        holes = self._lockstep_blocks * bs - held
+        num_blocks = gpu.num_blocks
+        num_used = num_blocks - num_free
+        free_slots = num_free * bs
+        outside = self._capacity_slots - num_blocks * bs
+        return (num_seqs, held, self._num_table_blocks), (
+            num_used * bs - holes,
+            holes - internal,
+            internal,
+            outside + free_slots if is_blocked else outside,
+            0 if is_blocked else free_slots,
+            (self._num_table_blocks - num_used) * bs,
+        )
 
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
@@ -579,6 +630,9 @@ class PagedAllocator(KVAllocator):
         self._num_swapped_in += len(cpu_to_gpu)
 
     # -- tallies and accounting ----------------------------------------------------------
+    def has_pending_transfers(self) -> bool:
+        return bool(self._num_copied or self._num_swapped_in or self._num_swapped_out)
+
     def drain_transfers(self) -> Transfers:
         if not (self._num_copied or self._num_swapped_in or self._num_swapped_out):
             return NO_TRANSFERS
