@@ -253,6 +253,14 @@ class KVAllocator(ABC):
         False (the default) sends the scheduler down the per-group path."""
         return False
 
+    def append_costs(self, group_ids: list[int]) -> list[tuple[int, int]] | None:
+        """For a visit of the running groups that checks each group and appends to all
+        of them at the end (``append_slot_all``): per group, the free blocks its
+        ``can_append_slots`` asks for and the blocks its appends take, as if the groups
+        before it had appended. None when that cannot be said without appending (the
+        default: the caller appends group by group)."""
+        return None
+
     def append_slot_all(self) -> None:
         """``append_slot`` for every sequence held (``can_append_all`` said True)."""
         from pagesim.errors import AllocatorError

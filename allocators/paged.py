@@ -386,6 +386,31 @@ class PagedAllocator(KVAllocator):
             need += sum(self.gpu.ref_count(b) - 1 for b in shared)
         return self.gpu.num_free_blocks - need >= self._max_group_size
 
+    def append_costs(self, group_ids: list[int]) -> list[tuple[int, int]] | None:
+        """``KVAllocator.append_costs``: a group asks for a free block per sequence
+        (``can_append_slots``) and takes one per sequence whose held slots fill its
+        blocks (``off = -clock mod B``). None if a sequence is exact (its append may
+        copy a shared block), a group is swapped out, or the pool caches prefixes (with
+        appends deferred past a preemption, a block the victim frees would be taken
+        instead of evicting a cached one, and the cache would differ)."""
+        if self._exact_seq_ids or self.gpu.is_caching:
+            return None
+        opens = -self._clock % self._block_size
+        bs = self._block_size
+        off_by_seq = self._off_by_seq
+        members_by_group = self._seq_ids_by_group
+        costs = []
+        for group_id in group_ids:
+            members = members_by_group.get(group_id)
+            if not members or group_id in self._swapped_group_ids:
+                return None
+            take = 0
+            for seq_id in members:
+                if off_by_seq[seq_id] % bs == opens:
+                    take += 1
+            costs.append((len(members), take))
+        return costs
+
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""

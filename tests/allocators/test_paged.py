@@ -253,3 +253,27 @@ def test_take_many_is_repeated_take():
     assert one.free_ids() == many.free_ids()
     with pytest.raises(AllocatorError, match="out of blocks"):
         many.take_many(1)
+
+
+def test_append_costs_are_what_group_by_group_appends_ask_and_take(req):
+    """Per group: the free blocks can_append_slots asks for (one per sequence) and the
+    blocks its appends open; None where an append could copy or a pool caches."""
+    alloc = paged(32, block_size=4)
+    alloc.allocate(req(0, 4, seq_id=0, max_num_seqs=2, target_len=40))  # full last block
+    alloc.fork(0, 1)  # shares only full blocks: both stay lockstep
+    alloc.allocate(req(1, 6, seq_id=2, target_len=40))
+    alloc.allocate(req(2, 8, seq_id=3, target_len=40))
+    costs = alloc.append_costs([0, 1, 2])
+    free = alloc.num_free_blocks
+    for group_id, seqs in ((0, (0, 1)), (1, (2,)), (2, (3,))):
+        assert alloc.can_append_slots(group_id)
+        before = alloc.num_free_blocks
+        for seq_id in seqs:
+            alloc.append_slot(seq_id)
+        assert costs[group_id] == (len(seqs), before - alloc.num_free_blocks)
+    assert costs == [(2, 2), (1, 0), (1, 1)] and alloc.num_free_blocks == free - 3
+    alloc.fork(2, 4)  # 7 of 8 slots: a shared partly filled block, an exact sequence
+    assert alloc.append_costs([0, 1, 2]) is None
+    cached = paged(32, block_size=4, is_prefix_caching=True)
+    cached.allocate(req(0, 4, target_len=40))
+    assert cached.append_costs([0]) is None
