@@ -414,6 +414,14 @@ class PagedAllocator(KVAllocator):
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""
+        self._append_lockstep()
+        if self._exact_seq_ids:
+            for seq_id in list(self._exact_seq_ids):
+                self.append_slot(seq_id)
+
+    def _append_lockstep(self) -> None:
+        """One more slot for every lockstep sequence: blocks for those whose blocks are
+        full (``off = -clock mod B``), the clock, and the final blocks opened now."""
         bs = self._block_size
         openers = self._seq_ids_by_residue[-self._clock % bs]
         if openers:
@@ -430,9 +438,6 @@ class PagedAllocator(KVAllocator):
             if self._join_id_by_seq.get(seq_id) == join_id:
                 del self._join_id_by_seq[seq_id]
                 self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
-        if self._exact_seq_ids:
-            for seq_id in list(self._exact_seq_ids):
-                self.append_slot(seq_id)
 
     def append_all_measured(
         self, is_blocked: bool
@@ -445,45 +450,19 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        bs = self._block_size
-        clock = self._clock
-        openers = self._seq_ids_by_residue[-clock % bs]
-        gpu = self.gpu
-        num_free = gpu.num_free_blocks
-        need = len(openers)
-        if self._max_group_size and num_free - need < self._max_group_size:
+        if self._max_group_size and (
+            self.gpu.num_free_blocks
+            - len(self._seq_ids_by_residue[-self._clock % self._block_size])
+            < self._max_group_size
+        ):
             return None
-        if need:
-            take = gpu.take
-            tables = self._table_by_seq
-            for seq_id in openers:
-                tables[seq_id].append(take())
-            self._lockstep_blocks += need
-            self._num_table_blocks += need
-            num_free -= need
-        clock += 1
-        self._clock = clock
-        events = self._final_block_events
-        while events and events[0][0] <= clock:
-            _, seq_id, join_id = heapq.heappop(events)
-            if self._join_id_by_seq.get(seq_id) == join_id:
-                del self._join_id_by_seq[seq_id]
-                self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
+        self._append_lockstep()
         num_seqs = len(self._off_by_seq)
-        held = self._sum_off + num_seqs * clock
+        held = self._sum_off + num_seqs * self._clock
+        holes = self._lockstep_blocks * self._block_size - held
         internal = self._lockstep_internal
-        holes = self._lockstep_blocks * bs - held
-        num_blocks = gpu.num_blocks
-        num_used = num_blocks - num_free
-        free_slots = num_free * bs
-        outside = self._capacity_slots - num_blocks * bs
-        return (num_seqs, held, self._num_table_blocks), (
-            num_used * bs - holes,
-            holes - internal,
-            internal,
-            outside + free_slots if is_blocked else outside,
-            0 if is_blocked else free_slots,
-            (self._num_table_blocks - num_used) * bs,
+        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
+            holes, holes - internal, internal, is_blocked
         )
 
     def append_slot(self, seq_id: int) -> None:
@@ -701,10 +680,19 @@ class PagedAllocator(KVAllocator):
                 holes += bs - fill
                 reserved += will_fill - fill
                 internal += bs - will_fill
+        return self._pool_usage(holes, reserved, internal, is_blocked)
+
+    def _pool_usage(
+        self, holes: int, reserved: int, internal: int, is_blocked: bool
+    ) -> tuple[int, int, int, int, int, int]:
+        """``usage_slots`` from the empty slots of held blocks (``holes``) and their split
+        into reservation and internal fragmentation: the rest is the pool's."""
+        bs = self._block_size
+        num_blocks = self.gpu.num_blocks
         num_free = self.gpu.num_free_blocks
-        num_used = self.gpu.num_blocks - num_free
+        num_used = num_blocks - num_free
         free_slots = num_free * bs
-        outside = self._capacity_slots - self.gpu.num_blocks * bs
+        outside = self._capacity_slots - num_blocks * bs
         return (
             num_used * bs - holes,
             reserved,

@@ -138,17 +138,7 @@ class StepRecorder:
         queue_sums[0] += queues[0]
         queue_sums[1] += queues[1]
         queue_sums[2] += queues[2]
-        # _add_memory, inlined (this is the hot path of steady decode runs)
-        token, reserved, internal, external, unused, saved = usage_slots
-        window = acc.mem_slot_s
-        window[0] += token * duration_s
-        window[1] += reserved * duration_s
-        window[2] += internal * duration_s
-        window[3] += external * duration_s
-        window[4] += unused * duration_s
-        acc.shared_saved_slot_s += saved * duration_s
-        acc.duration_s += duration_s
-        acc.free_block_s += (external + unused) // self.block_size * duration_s
+        self._add_memory(acc, duration_s, usage_slots)
         if self.every_step:
             self._close()
 
