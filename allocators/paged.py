@@ -450,11 +450,7 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        if self._max_group_size and (
-            self.gpu.num_free_blocks
-            - len(self._seq_ids_by_residue[-self._clock % self._block_size])
-            < self._max_group_size
-        ):
+        if not self.can_append_all():
             return None
         self._append_lockstep()
         num_seqs = len(self._off_by_seq)
