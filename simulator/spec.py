@@ -72,7 +72,11 @@ class SchedulerSpec(_Spec):
     """The batching policy.
 
     vllm: vLLM v0 (max_num_seqs, max_num_batched_tokens, preemption ``auto`` = recompute
-    single-sequence groups and swap multi-sequence ones). orca: iteration-level,
+    single-sequence groups and swap multi-sequence ones). vllm-paper: the PagedAttention
+    paper's prototype (its artifact's scheduler, ``schedulers/vllm_paper.py``): prefill
+    and decode mixed in one step, the token budget counting running sequences plus
+    admitted prompts, and ``max_num_seqs`` counting running groups plus the candidate's
+    sequences (the artifact ran 2560 and 2048). orca: iteration-level,
     prefill and decode mixed, no preemption. static: request-level batches of up to
     ``max_batch_size`` (None: as many as memory allows).
     """
