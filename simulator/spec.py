@@ -77,8 +77,12 @@ class SchedulerSpec(_Spec):
     and decode mixed in one step, the token budget counting running sequences plus
     admitted prompts, and ``max_num_seqs`` counting running groups plus the candidate's
     sequences (the artifact ran 2560 and 2048). orca: iteration-level,
-    prefill and decode mixed, no preemption. static: request-level batches of up to
-    ``max_batch_size`` (None: as many as memory allows).
+    prefill and decode mixed, no preemption; its ``admission`` is ``default`` (a cap of
+    ``max_num_seqs`` running sequences, no token budget) or ``artifact`` (the paper
+    artifact's Orca: memory first, then the token budget ``max_num_batched_tokens``
+    counting running sequences plus admitted prompts, then ``max_num_seqs`` counting
+    running groups plus the candidate's sequences; it ran 2560 and 256). static:
+    request-level batches of up to ``max_batch_size`` (None: as many as memory allows).
     """
 
     kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
@@ -88,6 +92,7 @@ class SchedulerSpec(_Spec):
     max_num_batched_tokens: int = Field(default=2560, ge=1)
     preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
     max_batch_size: int | None = Field(default=None, ge=1)
+    admission: Literal["default", "artifact"] = "default"
 
 
 class SloSpec(_Spec):
