@@ -51,6 +51,13 @@ class HardwareSpec(_Spec):
     activation reserve, unless given directly as ``kv_budget_gib`` or
     ``kv_slots`` (the paper's Table 1 budgets). ``profile`` is a profile YAML path or
     a shipped profile name; None uses the analytic (roofline) profile of ``gpu``.
+
+    OPT-13B on one A100-40GB: the paper's text gives 15.7K slots (``kv_slots: 15728``);
+    its artifact's memory analyser (``cacheflow/models/memory_analyzer.py``) gave 998
+    blocks of 16 (``kv_slots: 15968``): (0.95 x 42,505,273,344 B of GPU memory - 25.7 GB
+    of weights - 0.5 GB of activations for 2560 batched tokens - 1 GiB of workspace)
+    / 1,310,720 B per 16-token block. The artifact's swap space was 20 GiB
+    (``allocator.swap_space_gib: 20``).
     """
 
     model: str = "opt-13b"
