@@ -56,7 +56,7 @@ class HardwareSpec(_Spec):
     its artifact's memory analyser (``cacheflow/models/memory_analyzer.py``) gave 998
     blocks of 16 (``kv_slots: 15968``): (0.95 x 42,505,273,344 B of GPU memory - 25.7 GB
     of weights - 0.5 GB of activations for 2560 batched tokens - 1 GiB of workspace)
-    / 1,310,720 B per 16-token block. The artifact's swap space was 20 GiB
+    / 13,107,200 B per 16-token block. The artifact's swap space was 20 GiB
     (``allocator.swap_space_gib: 20``).
     """
 
