@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from pagesim.calibrate import splitwise
-from pagesim.calibrate.external import Source, import_splitwise
+from pagesim.calibrate.external import Source, VidurTables, import_splitwise, measurement_rows
 from pagesim.calibrate.pipeline import DEFAULT_PROFILES_DIR
 from pagesim.cli import main
 from pagesim.errors import DataError
@@ -174,3 +174,26 @@ def test_shipped_splitwise_profiles_are_reproduced_from_the_real_table(gpu, shar
         # 19 (prefill, one below-peak point left out on the A100) + 38 decode points a TP
         assert got.num_points in (38, 57)
         assert np.isfinite(got.heldout_mape) and got.heldout_mape < 0.10
+
+
+def test_floors_use_the_import_split_and_bound_the_shipped_errors(shared_data):
+    """calibrate/floors.py: its 'shipped form' column is the shipped profile's held-out MAPE
+    (same split), and a per-shape model is never worse than the one-form fit it bounds."""
+    from pagesim.calibrate import floors
+
+    folder = shared_data("vidur_profiling")
+    tables = VidurTables(
+        gpu="a100-80gb",
+        attention=(Source(folder / "a100_llama2_70b_tp2_attention.csv", "", ""),),
+        mlp=(
+            Source(folder / "a100_llama2_7b_mlp.csv", "", ""),
+            Source(folder / "a100_llama2_70b_mlp.csv", "", ""),
+        ),
+        cpu_overheads=(Source(folder / "a100_cpu_overheads.csv", "", ""),),
+    )
+    table = floors.floors(measurement_rows(tables), seed=0).set_index("term")
+    shipped = load_profile(DEFAULT_PROFILES_DIR / "a100-80gb-vidur" / "profile.yaml")
+    for term, row in table.iterrows():
+        assert row["shipped_form"] == pytest.approx(shipped.term(term).heldout_mape, rel=1e-9)
+        assert row["interpolation_per_shape"] < row["shipped_form"], term
+    assert "| gemm | 8,352 | 32 |" in floors.render(table.reset_index())
