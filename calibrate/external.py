@@ -333,6 +333,8 @@ def import_splitwise(
     ]
     if got.skipped:
         notes.append(f"Rows not fitted: {'; '.join(got.skipped)}.")
+    if got.other_hardware:
+        notes.append(f"Other hardware in the file (not this GPU): {', '.join(got.other_hardware)}.")
     if len(got.below_peak):
         listed = ", ".join(
             f"{r['shape_id']} ({r['median_s'] * 1e3:.0f} ms < FP16-peak floor "

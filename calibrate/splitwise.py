@@ -66,6 +66,8 @@ class SplitwiseRows:
     rows: pd.DataFrame
     skipped: tuple[str, ...]
     below_peak: pd.DataFrame
+    #: the file's other hardware names and their row counts, e.g. ``h100-80gb-pcap: 420 rows``
+    other_hardware: tuple[str, ...] = ()
 
 
 def read_points(path: Path) -> pd.DataFrame:
@@ -165,4 +167,8 @@ def iteration_rows(path: Path, gpu: str) -> SplitwiseRows:
             )
     if not rows:
         raise DataError(f"{path}: no rows of a modelled model on {hardware!r}")
-    return SplitwiseRows(pd.DataFrame(rows), skipped, pd.DataFrame(below))
+    others = tuple(
+        f"{h}: {int((df['hardware'] == h).sum())} rows"
+        for h in sorted(set(df["hardware"]) - {hardware})
+    )
+    return SplitwiseRows(pd.DataFrame(rows), skipped, pd.DataFrame(below), others)

@@ -78,6 +78,7 @@ def test_rows_one_prefill_per_shape_and_decode_at_the_mean_context(tmp_path):
     )
     assert row["median_s"] == pytest.approx(_law(want))
     assert got.skipped == ("bloom-176b: 1 rows (no pagesim model spec)",)
+    assert got.other_hardware == ("h100-80gb: 1 rows",)
     assert got.below_peak.empty
 
 
