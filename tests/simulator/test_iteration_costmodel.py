@@ -98,3 +98,48 @@ def test_the_shipped_splitwise_profile_prices_a_step():
     # Splitwise measured a TP-4 decode of one sequence at context 576 at 45.0 ms (median)
     t = cost.step_time_s(BatchPlan.from_lens(decode_context_lens=(576,)))
     assert 0.035 < t < 0.055
+
+
+def test_a_whole_run_under_an_iteration_level_profile():
+    """simulate() with the shipped Splitwise profile: every request finishes, the run says
+    how steps were priced, and decode steps cost what the decode term says."""
+    import numpy as np
+
+    from pagesim.simulator import simulate
+    from pagesim.simulator.spec import run_spec_from_dict
+    from pagesim.workloads.assemble import assemble_trace
+
+    trace = assemble_trace(
+        prompt_len=np.array([300, 500, 200, 800]),
+        output_len=np.array([20, 5, 40, 10]),
+        arrival_s=np.array([0.0, 0.1, 0.2, 5.0]),
+        name="tiny",
+        source_note="made up",
+    )
+    doc = {
+        "hardware": {
+            "model": "llama-2-70b",
+            "gpu": "a100-80gb",
+            "tensor_parallel": 4,
+            "profile": "a100-80gb-splitwise",
+        },
+        "allocator": {"kind": "paged", "block_size": 16},
+        "scheduler": {"kind": "vllm"},
+    }
+    result = simulate(run_spec_from_dict(doc, "test"), trace=trace)
+    req = result.requests
+    assert (req["status"] == "finished").all()
+    assert "iteration-level terms" in result.notes["cost_model_description"]
+    # the last request runs alone: its TPOT is one decode step of one sequence
+    last = req.sort_values("arrival_s").iloc[-1]
+    cost = make_cost_model(
+        HardwareSpec(
+            model="llama-2-70b", gpu="a100-80gb", tensor_parallel=4, profile="a100-80gb-splitwise"
+        ),
+        get_model("llama-2-70b"),
+        get_gpu("a100-80gb"),
+    )
+    steps = [
+        cost.step_time_s(BatchPlan.from_lens(decode_context_lens=(800 + i,))) for i in range(1, 10)
+    ]
+    assert last["tpot_s"] == pytest.approx(np.mean(steps), rel=1e-6)
