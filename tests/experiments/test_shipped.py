@@ -17,13 +17,14 @@ from pagesim.experiments.validate import load_experiment
 EXPECTED = {
     "memory_waste", "latency_vs_rate", "batch_size", "parallel_sampling", "beam_search",
     "shared_prefix", "chatbot", "block_size_sweep", "swap_vs_recompute", "watermark_sweep",
-    "azure_replay", "paper_fig2", "paper_fig13",
+    "azure_replay", "paper_fig2", "paper_fig13", "paper_fig15",
 }  # fmt: skip
 #: Experiments on external data: the workloads they read and the shared files those come from.
 EXTERNAL = {
     "azure_replay": [("azure-conv", ("azure_llm_2023", "conv.csv"))],
     "paper_fig2": [("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))],
     "paper_fig13": [("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))],
+    "paper_fig15": [("alpaca", ("alpaca", "alpaca_5000.json"))],
 }
 #: Charts the current simulator cannot give, and why (reported in summary.md, never hidden).
 KNOWN_UNAVAILABLE = {("parallel_sampling", "sharing_savings"), ("beam_search", "sharing_savings")}
