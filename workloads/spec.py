@@ -32,10 +32,11 @@ class WorkloadSpec(_Spec):
     ``name`` is a registered workload (``pagesim workload list`` shows them: ``sharegpt``
     (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``,
     ``sharegpt-paper`` (the PagedAttention artifact's exact ShareGPT lengths),
-    ``alpaca``, ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
+    ``alpaca``, ``alpaca-5000`` (the Alpaca authors' real 5,000-record sample, which the
+    paper experiments use), ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
     ``synthetic`` (uses ``prompt`` / ``output``), ``csv`` (a timestamped CSV at
-    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``azure-conv``
-    and ``azure-code`` are external data: they read the table that
+    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``alpaca-5000``,
+    ``azure-conv`` and ``azure-code`` are external data: they read the table that
     ``pagesim workload prepare NAME --source FILE`` wrote into the data folder
     (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path`` when given
     (for ``sharegpt-paper``: the artifact's
