@@ -53,7 +53,8 @@ class WorkloadSpec(_Spec):
     ``selection`` says how requests are chosen from a table workload: ``sample``
     (the above), or ``artifact``, the PagedAttention artifact's generator
     (``astra/benchmark/trace.py``): the one filter prompt + output < ``max_model_len``
-    (2048 in the paper), then the kept rows in file order, repeated until there are as
+    (2048 in the paper; rows with an empty output or prompt, which cannot be requests,
+    are dropped too and counted), then the kept rows in file order, repeated until there are as
     many as requests, cut to that number, and shuffled. ``min_len``, ``max_prompt_len``
     and ``replace`` do not apply to it (changing them with it is an error); it needs
     a non-chat table workload and generated arrivals (with ``quantized-poisson`` it is
