@@ -14,8 +14,9 @@ Pow2 and Oracle model an oracle of the output length, so they are told it
 explicitly at ``allocate`` (``needs_true_output_len``); a missing value is an error.
 
 A reservation of ``R`` slots takes ``ceil(R / granule_slots)`` granules from a heap
-(buddy by default, first-fit for comparison); the heap may round further (a buddy
-heap to a power of two). A group with ``max_num_seqs > 1`` (parallel samples, beam
+(buddy by default, first-fit for comparison, ``artifact-buddy`` for the PagedAttention
+artifact's LIFO buddy cut into ``max_model_len``-long chunks: ``artifact_buddy.py``);
+the heap may round further (a buddy heap to a power of two). A group with ``max_num_seqs > 1`` (parallel samples, beam
 search) reserves one region per sequence at admission; ``fork`` hands the child the
 next spare region and copies the parent's context into it (counted in
 ``Transfers.num_copied_blocks`` in granules). Freeing a sequence of a group that
@@ -51,6 +52,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from pagesim.allocators.artifact_buddy import ArtifactBuddyHeap
 from pagesim.allocators.base import (
     NO_TRANSFERS,
     Allocation,
@@ -66,7 +68,7 @@ from pagesim.allocators.validation import check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 POLICIES = ("max", "pow2", "oracle")
-PLACEMENTS = {"buddy": BuddyHeap, "first_fit": FirstFitHeap}
+PLACEMENTS = {"buddy": BuddyHeap, "first_fit": FirstFitHeap, "artifact-buddy": ArtifactBuddyHeap}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,11 @@ class ContiguousAllocator(KVAllocator):
         self._capacity_slots = capacity_slots
         self._granule_slots = granule_slots
         self._max_model_len = max_model_len
-        self._heap: BuddyHeap | FirstFitHeap = PLACEMENTS[placement](num_granules)
+        self._heap: BuddyHeap | FirstFitHeap | ArtifactBuddyHeap
+        if placement == "artifact-buddy":  # chunks as long as the longest sequence
+            self._heap = ArtifactBuddyHeap(num_granules, max(1, max_model_len // granule_slots))
+        else:
+            self._heap = PLACEMENTS[placement](num_granules)
         self._region_by_seq: dict[int, Region] = {}
         self._group_by_seq: dict[int, int] = {}
         self._seq_ids_by_group: dict[int, dict[int, None]] = {}
@@ -171,7 +177,7 @@ class ContiguousAllocator(KVAllocator):
         return self._heap.num_free_granules
 
     @property
-    def heap(self) -> BuddyHeap | FirstFitHeap:
+    def heap(self) -> BuddyHeap | FirstFitHeap | ArtifactBuddyHeap:
         """The placement heap (read it, do not mutate it)."""
         return self._heap
 

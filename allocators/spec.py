@@ -17,7 +17,9 @@ class AllocatorSpec(_Spec):
     free at admission, ``prefix_caching``, ``swap_space_gib`` of CPU blocks).
     max / pow2 / oracle: Orca's contiguous reservations (max_model_len; prompt + next
     power of two of the output; prompt + output), placed by ``placement`` over
-    ``granule_slots``-slot granules.
+    ``granule_slots``-slot granules: ``buddy`` (lowest address, the whole pool merges),
+    ``first_fit``, or ``artifact-buddy`` (the PagedAttention artifact's Orca: the pool
+    cut into ``max_model_len``-long chunks, LIFO free lists, merges within a chunk).
     """
 
     kind: Annotated[str, Registered("pagesim.allocators.registry", "ALLOCATORS", "allocator")] = (

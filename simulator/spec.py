@@ -51,6 +51,13 @@ class HardwareSpec(_Spec):
     activation reserve, unless given directly as ``kv_budget_gib`` or
     ``kv_slots`` (the paper's Table 1 budgets). ``profile`` is a profile YAML path or
     a shipped profile name; None uses the analytic (roofline) profile of ``gpu``.
+
+    OPT-13B on one A100-40GB: the paper's text gives 15.7K slots (``kv_slots: 15728``);
+    its artifact's memory analyser (``cacheflow/models/memory_analyzer.py``) gave 998
+    blocks of 16 (``kv_slots: 15968``): (0.95 x 42,505,273,344 B of GPU memory - 25.7 GB
+    of weights - 0.5 GB of activations for 2560 batched tokens - 1 GiB of workspace)
+    / 13,107,200 B per 16-token block. The artifact's swap space was 20 GiB
+    (``allocator.swap_space_gib: 20``).
     """
 
     model: str = "opt-13b"
@@ -72,9 +79,17 @@ class SchedulerSpec(_Spec):
     """The batching policy.
 
     vllm: vLLM v0 (max_num_seqs, max_num_batched_tokens, preemption ``auto`` = recompute
-    single-sequence groups and swap multi-sequence ones). orca: iteration-level,
-    prefill and decode mixed, no preemption. static: request-level batches of up to
-    ``max_batch_size`` (None: as many as memory allows).
+    single-sequence groups and swap multi-sequence ones). vllm-paper: the PagedAttention
+    paper's prototype (its artifact's scheduler, ``schedulers/vllm_paper.py``): prefill
+    and decode mixed in one step, the token budget counting running sequences plus
+    admitted prompts, and ``max_num_seqs`` counting running groups plus the candidate's
+    sequences (the artifact ran 2560 and 2048). orca: iteration-level,
+    prefill and decode mixed, no preemption; its ``admission`` is ``default`` (a cap of
+    ``max_num_seqs`` running sequences, no token budget) or ``artifact`` (the paper
+    artifact's Orca: memory first, then the token budget ``max_num_batched_tokens``
+    counting running sequences plus admitted prompts, then ``max_num_seqs`` counting
+    running groups plus the candidate's sequences; it ran 2560 and 256). static:
+    request-level batches of up to ``max_batch_size`` (None: as many as memory allows).
     """
 
     kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
@@ -84,6 +99,7 @@ class SchedulerSpec(_Spec):
     max_num_batched_tokens: int = Field(default=2560, ge=1)
     preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
     max_batch_size: int | None = Field(default=None, ge=1)
+    admission: Literal["default", "artifact"] = "default"
 
 
 class SloSpec(_Spec):

@@ -80,6 +80,21 @@ DOCS = [
         "hardware": {"kv_slots": 4096},
     },
     {
+        "workload": {"name": "sharegpt", "num_requests": 30},
+        "arrivals": {"process": "poisson", "rate_req_s": 4.0},
+        "hardware": {"kv_slots": 8192},
+        "allocator": {"kind": "oracle", "placement": "artifact-buddy"},
+        "scheduler": {"kind": "orca", "admission": "artifact", "max_num_batched_tokens": 2560},
+    },
+    {
+        "workload": {"name": "sharegpt", "num_requests": 30, "n": 2},
+        "arrivals": {"process": "poisson", "rate_req_s": 4.0},
+        "hardware": {"kv_slots": 4096},
+        "allocator": {"kind": "paged", "swap_space_gib": 20.0},
+        "scheduler": {"kind": "vllm-paper", "max_num_seqs": 2048},
+        "check_invariants": True,
+    },
+    {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},
         "arrivals": {"process": "replay", "time_scale": 2.0},
         "hardware": {"profile": "PROFILE"},

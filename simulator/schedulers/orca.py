@@ -15,6 +15,16 @@ every iteration
 3. the new prompts' prefill runs in the same iteration as the running decodes
    (one mixed batch);
 
+``scheduler.admission: artifact`` replaces step 2 by the rule of the PagedAttention
+artifact's Orca (GitHub ``sosp-ae-39/sosp-ae-astra``, ``orca/cacheflow/master/
+scheduler.py``, the same loop as its vLLM prototype's): FCFS while the allocator says
+OK (LATER stops; NEVER rejects, where the artifact would wait forever), then while the
+token budget allows (it starts at the running sequences and adds each admitted prompt;
+``max_num_batched_tokens``, the artifact's 2560; a prompt longer than the budget is
+rejected with the reason), then while running *groups* + the candidate's sequences
+stay within ``max_num_seqs`` (the artifact's Orca ran 256). Pair it with
+``allocator.placement: artifact-buddy`` for the artifact's buddy placement.
+
 There is no preemption: a reservation never runs out (a running sequence that cannot
 take its next slot is a bug, raised as an InvariantError). Finished requests free
 their memory at the end of the iteration.
@@ -30,6 +40,13 @@ from __future__ import annotations
 from pagesim.allocators.base import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.schedulers.base import Scheduler, Step
+
+
+def budget_reason(num_tokens: int, max_num_batched_tokens: int) -> str:
+    return (
+        f"prompt of {num_tokens} tokens exceeds scheduler.max_num_batched_tokens = "
+        f"{max_num_batched_tokens}"
+    )
 
 
 class OrcaScheduler(Scheduler):
@@ -49,7 +66,7 @@ class OrcaScheduler(Scheduler):
                 self._raise_outgrown()
             alloc.append_slot_all()
         totals = alloc.decode_totals()
-        is_blocked = self._admit()
+        is_blocked = self._admit_artifact() if self.spec.admission == "artifact" else self._admit()
         return self._step(
             decode_groups=num_decode_groups,
             decode=totals,
@@ -81,4 +98,32 @@ class OrcaScheduler(Scheduler):
                 return True
             if status is AllocStatus.OK:
                 num_curr_seqs += group.max_num_seqs
+        return False
+
+    def _admit_artifact(self) -> bool:
+        """The artifact's admission (module docstring); True if the head waits for memory."""
+        spec = self.spec
+        num_batched_tokens = self._num_running_seqs
+        while self.waiting:
+            group = self.waiting[0]
+            if self._reject_if_too_many_seqs(group):
+                continue
+            num_tokens = group.num_prefill_tokens
+            if num_tokens > spec.max_num_batched_tokens:
+                self.waiting.popleft()
+                self._reject(group, budget_reason(num_tokens, spec.max_num_batched_tokens))
+                continue
+            status = self._admission_status(group)
+            if status is AllocStatus.LATER:
+                return True
+            if status is AllocStatus.NEVER:
+                self._admit_head()  # rejects it with the reason
+                continue
+            if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
+                return False
+            if len(self.running) + group.max_num_seqs > spec.max_num_seqs:
+                return False
+            self.waiting.popleft()
+            self._allocate(group)
+            num_batched_tokens += num_tokens
         return False

@@ -196,7 +196,7 @@ def test_paged_random_operations_keep_every_invariant(
 @given(
     ops=OPS,
     policy=st.sampled_from(["max", "pow2", "oracle"]),
-    placement=st.sampled_from(["buddy", "first_fit"]),
+    placement=st.sampled_from(["buddy", "first_fit", "artifact-buddy"]),
     num_granules=st.integers(1, 40),
 )
 def test_contiguous_random_operations_keep_every_invariant(ops, policy, placement, num_granules):
