@@ -253,6 +253,14 @@ class KVAllocator(ABC):
         False (the default) sends the scheduler down the per-group path."""
         return False
 
+    def append_costs(self, group_ids: list[int]) -> list[tuple[int, int]] | None:
+        """For a visit of the running groups that checks each group and appends to all
+        of them at the end (``append_slot_all``): per group, the free blocks its
+        ``can_append_slots`` asks for and the blocks its appends take, as if the groups
+        before it had appended. None when that cannot be said without appending (the
+        default: the caller appends group by group)."""
+        return None
+
     def append_slot_all(self) -> None:
         """``append_slot`` for every sequence held (``can_append_all`` said True)."""
         from pagesim.errors import AllocatorError
@@ -299,6 +307,12 @@ class KVAllocator(ABC):
     def drain_transfers(self) -> Transfers:
         """Copies and swaps since the last call; resets the tally."""
 
+    def has_pending_transfers(self) -> bool:
+        """Whether copies or swaps happened since the last ``drain_transfers``. The
+        default says yes, which is always safe (steady decode runs then go step by step
+        through ``schedule()``); an allocator that tallies its transfers answers exactly."""
+        return True
+
     def usage(self, is_blocked: bool) -> MemoryUsage:
         """The exact breakdown now (``is_blocked``: a request waits for memory)."""
         return MemoryUsage(self.capacity_slots, *self.usage_slots(is_blocked))
@@ -312,9 +326,10 @@ class KVAllocator(ABC):
         self, is_blocked: bool
     ) -> tuple[DecodeTotals, tuple[int, int, int, int, int, int]] | None:
         """A bulk decode step in one call: None (nothing changed) unless
-        ``can_append_all``; else ``append_slot_all``, then ``decode_totals`` and
-        ``usage_slots(is_blocked)``."""
-        if not self.can_append_all():
+        ``can_append_all`` and no copy or swap waits to be drained (it belongs in a
+        step's plan: the caller takes the per-step path); else ``append_slot_all``, then
+        ``decode_totals`` and ``usage_slots(is_blocked)``."""
+        if self.has_pending_transfers() or not self.can_append_all():
             return None
         self.append_slot_all()
         return self.decode_totals(), self.usage_slots(is_blocked)

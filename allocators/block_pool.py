@@ -83,6 +83,23 @@ class BlockPool:
         self._ref_counts[block_id] = 1
         return block_id
 
+    def take_many(self, n: int) -> list[int]:
+        """``[take() for _ in range(n)]``, in that order, with the stack's part in one slice."""
+        stack = self._free_ids
+        k = min(n, len(stack))
+        if k:
+            ids = stack[-k:]
+            del stack[-k:]
+            ids.reverse()
+            ref_counts = self._ref_counts
+            for block_id in ids:
+                ref_counts[block_id] = 1
+        else:
+            ids = []
+        for _ in range(n - k):
+            ids.append(self.take())
+        return ids
+
     def lookup(self, key: int) -> int | None:
         """The block holding content ``key`` (held or evictable), if any."""
         return self._key_to_block.get(key)
@@ -113,15 +130,27 @@ class BlockPool:
         Released blocks without a key go on the stack in the listed order; keyed ones
         enter the evictor deepest first (vLLM's tie rule for one release).
         """
+        ref_counts = self._ref_counts
+        push = self._free_ids.append
+        if not self._key_to_block:  # no keyed block anywhere: every release goes on the stack
+            for block_id in block_ids:
+                count = ref_counts[block_id] - 1
+                ref_counts[block_id] = count
+                if count == 0:
+                    push(block_id)
+                elif count < 0:
+                    raise InvariantError(f"{self.name} block {block_id} freed twice")
+            return
         keyed: list[int] = []
+        key_by_block = self._key_by_block
         for block_id in block_ids:
-            count = self._ref_counts[block_id] - 1
+            count = ref_counts[block_id] - 1
             if count < 0:
                 raise InvariantError(f"{self.name} block {block_id} freed twice")
-            self._ref_counts[block_id] = count
+            ref_counts[block_id] = count
             if count == 0:
-                if self._key_by_block[block_id] is None:
-                    self._free_ids.append(block_id)
+                if key_by_block[block_id] is None:
+                    push(block_id)
                 else:
                     keyed.append(block_id)
         if keyed:

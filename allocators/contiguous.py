@@ -365,6 +365,9 @@ class ContiguousAllocator(KVAllocator):
         self._live(seq_id, "num_slots")
         return self._off_by_seq[seq_id] + self._clock
 
+    def has_pending_transfers(self) -> bool:
+        return self._num_copied_granules > 0
+
     def drain_transfers(self) -> Transfers:
         if not self._num_copied_granules:
             return NO_TRANSFERS

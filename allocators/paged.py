@@ -315,14 +315,13 @@ class PagedAllocator(KVAllocator):
         )
         table: list[int] = []
         num_leading_hits = 0
-        for i in range(num_blocks):
-            if i < len(keys):
-                block_id, is_hit = self.gpu.take_keyed(keys[i], (i + 1) * self._block_size)
-                if is_hit and num_leading_hits == i:
-                    num_leading_hits += 1
-            else:
-                block_id = self.gpu.take()
+        for i, key in enumerate(keys[:num_blocks]):
+            block_id, is_hit = self.gpu.take_keyed(key, (i + 1) * self._block_size)
+            if is_hit and num_leading_hits == i:
+                num_leading_hits += 1
             table.append(block_id)
+        if len(table) < num_blocks:
+            table += self.gpu.take_many(num_blocks - len(table))
         num_cached_blocks = min(num_leading_hits, num_blocks - 1)
         num_cached_tokens = num_cached_blocks * self._block_size
         if self.gpu.is_caching:
@@ -387,9 +386,42 @@ class PagedAllocator(KVAllocator):
             need += sum(self.gpu.ref_count(b) - 1 for b in shared)
         return self.gpu.num_free_blocks - need >= self._max_group_size
 
+    def append_costs(self, group_ids: list[int]) -> list[tuple[int, int]] | None:
+        """``KVAllocator.append_costs``: a group asks for a free block per sequence
+        (``can_append_slots``) and takes one per sequence whose held slots fill its
+        blocks (``off = -clock mod B``). None if a sequence is exact (its append may
+        copy a shared block), a group is swapped out, or the pool caches prefixes (with
+        appends deferred past a preemption, a block the victim frees would be taken
+        instead of evicting a cached one, and the cache would differ)."""
+        if self._exact_seq_ids or self.gpu.is_caching:
+            return None
+        opens = -self._clock % self._block_size
+        bs = self._block_size
+        off_by_seq = self._off_by_seq
+        members_by_group = self._seq_ids_by_group
+        costs = []
+        for group_id in group_ids:
+            members = members_by_group.get(group_id)
+            if not members or group_id in self._swapped_group_ids:
+                return None
+            take = 0
+            for seq_id in members:
+                if off_by_seq[seq_id] % bs == opens:
+                    take += 1
+            costs.append((len(members), take))
+        return costs
+
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""
+        self._append_lockstep()
+        if self._exact_seq_ids:
+            for seq_id in list(self._exact_seq_ids):
+                self.append_slot(seq_id)
+
+    def _append_lockstep(self) -> None:
+        """One more slot for every lockstep sequence: blocks for those whose blocks are
+        full (``off = -clock mod B``), the clock, and the final blocks opened now."""
         bs = self._block_size
         openers = self._seq_ids_by_residue[-self._clock % bs]
         if openers:
@@ -406,9 +438,28 @@ class PagedAllocator(KVAllocator):
             if self._join_id_by_seq.get(seq_id) == join_id:
                 del self._join_id_by_seq[seq_id]
                 self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
-        if self._exact_seq_ids:
-            for seq_id in list(self._exact_seq_ids):
-                self.append_slot(seq_id)
+
+    def append_all_measured(
+        self, is_blocked: bool
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int, int]] | None:
+        """``KVAllocator.append_all_measured`` (a steady decode step in one call):
+        ``can_append_all``, ``append_slot_all``, ``decode_totals`` and ``usage_slots``
+        fused, the same arithmetic on the same running totals. None (nothing changed)
+        also while a sequence is exact (its append may copy a shared block) or a copy or
+        swap waits to be drained: those belong in a step's plan, so the caller takes the
+        per-step path."""
+        if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
+            return None
+        if not self.can_append_all():
+            return None
+        self._append_lockstep()
+        num_seqs = len(self._off_by_seq)
+        held = self._sum_off + num_seqs * self._clock
+        holes = self._lockstep_blocks * self._block_size - held
+        internal = self._lockstep_internal
+        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
+            holes, holes - internal, internal, is_blocked
+        )
 
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
@@ -579,6 +630,9 @@ class PagedAllocator(KVAllocator):
         self._num_swapped_in += len(cpu_to_gpu)
 
     # -- tallies and accounting ----------------------------------------------------------
+    def has_pending_transfers(self) -> bool:
+        return bool(self._num_copied or self._num_swapped_in or self._num_swapped_out)
+
     def drain_transfers(self) -> Transfers:
         if not (self._num_copied or self._num_swapped_in or self._num_swapped_out):
             return NO_TRANSFERS
@@ -622,10 +676,19 @@ class PagedAllocator(KVAllocator):
                 holes += bs - fill
                 reserved += will_fill - fill
                 internal += bs - will_fill
+        return self._pool_usage(holes, reserved, internal, is_blocked)
+
+    def _pool_usage(
+        self, holes: int, reserved: int, internal: int, is_blocked: bool
+    ) -> tuple[int, int, int, int, int, int]:
+        """``usage_slots`` from the empty slots of held blocks (``holes``) and their split
+        into reservation and internal fragmentation: the rest is the pool's."""
+        bs = self._block_size
+        num_blocks = self.gpu.num_blocks
         num_free = self.gpu.num_free_blocks
-        num_used = self.gpu.num_blocks - num_free
+        num_used = num_blocks - num_free
         free_slots = num_free * bs
-        outside = self._capacity_slots - self.gpu.num_blocks * bs
+        outside = self._capacity_slots - num_blocks * bs
         return (
             num_used * bs - holes,
             reserved,

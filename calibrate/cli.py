@@ -4,6 +4,8 @@ pagesim calibrate --model opt-13b --out DIR [--quick] [--seed N]
 pagesim calibrate report DIR
 pagesim calibrate import --gpu a100-80gb --attention F --mlp F [F ...] --cpu-overheads F
                          --origin FILE=OWNER/REPO@COMMIT ... --out DIR
+pagesim calibrate import --gpu a100-80gb --splitwise perf_model.csv
+                         --origin perf_model.csv=OWNER/REPO@COMMIT --out DIR
 """
 
 from __future__ import annotations
@@ -45,14 +47,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _register_import(sub: argparse._SubParsersAction) -> None:
     imp = sub.add_parser(
         "import",
-        help="fit a profile on operator timings measured by others (Vidur's tables)",
+        help="fit a profile on timings measured by others (Vidur's operators, Splitwise's iterations)",
         description=(
             "Read Vidur's operator tables (attention, the GEMMs of a layer, per-step CPU "
             "overheads), turn them into calibrate's measurement schema and run the same fit "
             "and report as a measured run (20%% of each term's points held out). The profile "
             "is labelled kind 'external' with every table's file, repository, commit and "
             "sha256; no table is copied into DIR. Attention tables from another GPU "
-            "(--attention-gpu) are fitted there and projected, and the profile says so."
+            "(--attention-gpu) are fitted there and projected, and the profile says so. "
+            "--splitwise instead reads Splitwise's whole-iteration times (perf_model.csv) and "
+            "fits an iteration-level profile (terms prefill_iteration and decode_iteration over "
+            "a whole step's features), labelled the same way."
         ),
     )
     imp.add_argument("--gpu", required=True, help="GPU spec the GEMM and CPU tables describe")
@@ -60,6 +65,12 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--mlp", nargs="+", default=[], metavar="CSV", help="MLP (GEMM) tables")
     imp.add_argument(
         "--cpu-overheads", nargs="+", default=[], metavar="CSV", help="CPU-overhead tables"
+    )
+    imp.add_argument(
+        "--splitwise",
+        default=None,
+        metavar="CSV",
+        help="Splitwise's perf_model.csv: whole-iteration times (not with the Vidur tables)",
     )
     imp.add_argument(
         "--attention-gpu",
@@ -92,6 +103,8 @@ def _import(args: argparse.Namespace) -> int:
     from pagesim.calibrate.external import Source, VidurTables, import_vidur, parse_origins
 
     groups = {k: [Path(p) for p in getattr(args, k)] for k in ("attention", "mlp", "cpu_overheads")}
+    if args.splitwise is not None:
+        return _import_splitwise(args, groups)
     origins = parse_origins(args.origin, [p for paths in groups.values() for p in paths])
 
     def sources(paths: list[Path]) -> tuple[Source, ...]:
@@ -119,6 +132,33 @@ def _import(args: argparse.Namespace) -> int:
     command = "pagesim calibrate import " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
     print(f"calibrate import: {len(tables.sources)} tables, writing to {args.out}", file=sys.stderr)
     profile, report = import_vidur(tables, Path(args.out), seed=args.seed, command=command)
+    print(f"profile: {profile}")
+    print(f"report: {report}")
+    return 0
+
+
+def _import_splitwise(args: argparse.Namespace, groups: dict) -> int:
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from pagesim.calibrate.external import Source, import_splitwise, parse_origins
+    from pagesim.errors import ConfigError
+
+    others = [flag for flag, paths in groups.items() if paths]
+    if others or args.attention_gpu:
+        raise ConfigError(
+            "calibrate import: --splitwise fits whole iterations and takes no operator tables; "
+            f"drop --{(others or ['attention_gpu'])[0].replace('_', '-')}"
+        )
+    path = Path(args.splitwise)
+    origin = parse_origins(args.origin, [path])[path.name]
+    argv = ["--gpu", args.gpu, "--splitwise", path.name, *(f"--origin={o}" for o in args.origin)]
+    command = "pagesim calibrate import " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
+    print(f"calibrate import: Splitwise iterations, writing to {args.out}", file=sys.stderr)
+    profile, report = import_splitwise(
+        Source(path, *origin), args.gpu, Path(args.out), seed=args.seed, command=command
+    )
     print(f"profile: {profile}")
     print(f"report: {report}")
     return 0

@@ -281,3 +281,86 @@ def import_vidur(
     report = out_dir / REPORT_MD
     report.write_text(render_report(profile, fits, seed))
     return path, report
+
+
+SPLITWISE_WHAT = (
+    "whole engine iterations (all layers, LM head, all-reduces, sampling and the serving "
+    "framework's per-step work), not operators"
+)
+
+
+def import_splitwise(
+    source: Source,
+    gpu: str,
+    out_dir: Path,
+    seed: int = 0,
+    command: str = "",
+    date: str | None = None,
+) -> tuple[Path, Path]:
+    """Fit an iteration-level profile on Splitwise's whole-iteration times of ``gpu``.
+
+    Rows: :func:`pagesim.calibrate.splitwise.iteration_rows`; terms ``prefill_iteration``
+    and ``decode_iteration`` (:mod:`pagesim.simulator.costmodel.iteration`), the same fit
+    (:func:`fit_all`, 20% held out, seeded) and report as every import. The profile's other
+    terms are absent: the simulator prices whole steps with these two and takes only block
+    copies and swaps from the analytic profile.
+    """
+    from pagesim.calibrate import splitwise
+
+    if gpu not in GPUS:
+        raise ConfigError(f"--gpu: {gpu!r} is not a known GPU; known: {sorted(GPUS)}")
+    out_dir = Path(out_dir)
+    got = splitwise.iteration_rows(source.path, gpu)
+    df = got.rows
+    fits = fit_all(df, np.random.default_rng(seed))
+    models = ", ".join(
+        f"{m} TP {sorted(int(t) for t in df.loc[df['model'] == m, 'tensor_parallel'].unique())}"
+        for m in sorted(df["model"].unique())
+    )
+    hardware = splitwise.GPU_TO_HARDWARE[gpu]
+    terms = {
+        name: fit.to_term(
+            f"fitted on {source.path.name} (hardware {hardware}; {models}): {SPLITWISE_WHAT}"
+        )
+        for name, fit in fits.items()
+    }
+    notes = [
+        f"Fitted by `pagesim calibrate import --splitwise` on {len(df)} whole-iteration times "
+        f"measured by others on real GPUs (Splitwise's {hardware} rows: {models}), NOT measured "
+        "by pagesim. Iteration-level profile: each step is priced as a whole by "
+        "prefill_iteration or decode_iteration over the whole step's features on one GPU; "
+        "block copies and swaps come from the analytic profile.",
+    ]
+    if got.skipped:
+        notes.append(f"Rows not fitted: {'; '.join(got.skipped)}.")
+    if got.other_hardware:
+        notes.append(f"Other hardware in the file (not this GPU): {', '.join(got.other_hardware)}.")
+    if len(got.below_peak):
+        listed = ", ".join(
+            f"{r['shape_id']} ({r['median_s'] * 1e3:.0f} ms < FP16-peak floor "
+            f"{r['peak_floor_s'] * 1e3:.0f} ms)"
+            for r in got.below_peak.to_dict("records")
+        )
+        notes.append(f"Prefill points faster than the FP16 peak allows, left out: {listed}.")
+    profile = Profile(
+        kind="external",
+        gpu_name=f"{GPUS[gpu].name} (measured by others: {source.repository})",
+        gpu_spec=gpu,
+        terms=terms,
+        date=date or datetime.date.today().isoformat(),
+        command=command,
+        software={
+            "source": "splitwise whole-iteration times",
+            "timer": "Splitwise's iteration timings (median over repeated rows)",
+            "kernels": f"prefill_iteration, decode_iteration: {SPLITWISE_WHAT}",
+        },
+        notes=" ".join(notes),
+        sources=(source.as_dict(),),
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = profile.save(out_dir / PROFILE_YAML)
+    load_profile(path)  # the simulator's schema accepts it
+    plot_fits(fits, out_dir / PLOT_PNG)
+    report = out_dir / REPORT_MD
+    report.write_text(render_report(profile, fits, seed))
+    return path, report

@@ -49,6 +49,9 @@ TERM_EXTRAS: dict[str, tuple[str, ...]] = {
     "swap": ("blocks",),
     "step_overhead": ("seqs",),  # per-step CPU work vs batch size (``calibrate import``)
     "pointwise": (),
+    # whole steps (``calibrate import --splitwise``): per-step work, all-reduces, element-wise
+    "prefill_iteration": ("seqs", "tokens"),
+    "decode_iteration": ("seqs", "tokens"),
 }
 
 

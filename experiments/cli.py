@@ -236,7 +236,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "serving OPT-13B on one A100-80GB) through the vllm scheduler with that vLLM's "
             "settings, under the analytic and the fitted (a100-80gb-vidur) cost models, and "
             "write predicted vs measured TTFT, TPOT and E2E (p50, p90, mean) per rate, the "
-            "saturation rate, a chart and a page. Nothing is fitted on the runs."
+            "saturation rate, a chart and a page. The two cost models fit nothing on the runs; a "
+            "last section tests a per-step serving cost of three one-parameter forms, each "
+            "fitted on the runs at 1 and 2 req/s and reported on the others as held out."
         ),
         epilog="examples:\n  pagesim validate-vllm --data ../shared/data/distserve_vllm_opt13b "
         "--out out/validation --docs docs/validation.md\n",

@@ -28,9 +28,14 @@ interleaved with any other event, so the engine finishes it without handing cont
 to SimPy and goes on to the next step; it yields a timeout only for a step that an
 arrival or the time limit may interrupt (or precede), and then one that lands on the
 step's end exactly. Step times chain as SimPy would chain them (``t + duration``), so
-the result is the same as yielding every step. What a step costs is then what the
-scheduler, allocator, cost model and recorder cost, which is O(1) for a decode step
-with nothing to admit, swap, fork or finish (see ``schedulers.base``).
+the result is the same as yielding every step. After any step, when the scheduler says
+the next steps are steady decodes (``Scheduler.steady_ticks``: nothing waits or is
+swapped out, every running group decodes), the engine runs them as a *decode span*
+without calling ``schedule()``: per step one allocator call (bulk append, totals and
+memory), the cost model's decode formula, the scheduler's clock tick and the
+recorder; at a step in which groups finish it asks the scheduler whether the run stays
+steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
+fork or finish (see ``schedulers.base``).
 
 Debug mode (``check_invariants``): after every ``schedule()`` and ``finish_step()``
 the allocator's and the scheduler's invariants are checked.
@@ -48,7 +53,7 @@ from pagesim.errors import InvariantError
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.request import SequenceGroup
-from pagesim.simulator.schedulers.base import Scheduler, Step
+from pagesim.simulator.schedulers.base import Scheduler
 
 
 class _UrgentTimeout(Event):
@@ -167,11 +172,9 @@ class Engine:
                 sched.check_invariants()
             rec.record_step(t, duration_s, step)
             t = self.last_event_s = end_s
-            plan = step.plan
-            if plan.num_decode_seqs and not plan.num_prefill_seqs:
-                num_ticks = sched.steady_ticks()
-                if num_ticks > 0:
-                    t = yield from self._decode_span(t, num_ticks, step)
+            num_ticks = sched.steady_ticks()
+            if num_ticks > 0:
+                t = yield from self._decode_span(t, num_ticks, step.plan.is_paged)
 
     def _decode_time_from_plan(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
         def time_s(num_seqs: int, context_sum: int, num_blocks: int) -> float:
@@ -180,49 +183,58 @@ class Engine:
 
         return time_s
 
-    def _decode_span(self, t: float, num_ticks: int, step: Step):
-        """Up to ``num_ticks`` decode steps that repeat ``step``'s decisions
-        (``Scheduler.steady_ticks``), each through the same rules as any step: the
-        allocator's bulk append and usage, the cost model, the scheduler's clock, the
-        recorder; without building a Step record. Ends after the step in which groups
-        finish, or early when the allocator cannot append in bulk or a request has
-        arrived. Returns the time reached."""
+    def _decode_span(self, t: float, num_ticks: int, is_paged: bool):
+        """Up to ``num_ticks`` steady decode steps (``Scheduler.steady_ticks``: the steps
+        a ``schedule()`` would plan as bulk decodes of every running group), each through
+        the same rules as any step: the allocator's bulk append and usage, the cost
+        model, the scheduler's clock, the recorder; without building a Step record. At
+        the step in which groups finish, the run goes on if the scheduler says it is
+        still steady (with the batch's new counts), and ends otherwise; it ends early
+        when the allocator cannot append in bulk or a request has arrived. Returns the
+        time reached."""
         env, sched, rec = self.env, self.scheduler, self.recorder
         alloc = sched.allocator
-        append_all_measured, tick, record_decode = (
+        append_all_measured, tick, finish_due, record_decode = (
             alloc.append_all_measured,
             sched.tick,
+            sched.finish_due,
             rec.record_decode,
         )
-        decode_time_s = self.decode_time_fn(is_paged=step.plan.is_paged)
-        blocked = step.is_blocked
-        queues = (step.num_waiting, step.num_running, step.num_swapped)
-        num_groups = step.num_decode_groups
+        decode_time_s = self.decode_time_fn(is_paged=is_paged)
+        num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
         horizon_s = min(self.next_arrival_s, self.limit_s)
         check = self.check
-        last = num_ticks - 1
-        for i in range(num_ticks):
-            measured = append_all_measured(blocked)
-            if measured is None:
-                break
-            (num_seqs, num_slots, num_blocks), usage_slots = measured
-            duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
-            end_s = t + duration_s
-            if end_s >= horizon_s:
-                yield _timeout_at(env, end_s)
-                horizon_s = min(self.next_arrival_s, self.limit_s)
-            tick(end_s)
-            finished = i == last and sched.finish_due(end_s)
-            if finished:
-                self._collect_done()
-            if check:
-                alloc.check_invariants()
-                sched.check_invariants()
-            record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
-            t = end_s
-            if finished or self.num_arrived != num_arrived:
-                break
+        while num_ticks > 0:
+            last = num_ticks - 1
+            for i in range(num_ticks):
+                measured = append_all_measured(blocked)
+                if measured is None:
+                    self.last_event_s = t
+                    return t
+                (num_seqs, num_slots, num_blocks), usage_slots = measured
+                duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
+                end_s = t + duration_s
+                if end_s >= horizon_s:
+                    yield _timeout_at(env, end_s)
+                    horizon_s = min(self.next_arrival_s, self.limit_s)
+                tick(end_s)
+                finished = i == last and finish_due(end_s)
+                if finished:
+                    self._collect_done()
+                if check:
+                    alloc.check_invariants()
+                    sched.check_invariants()
+                record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                t = end_s
+                if self.num_arrived != num_arrived:
+                    self.last_event_s = t
+                    return t
+                if finished:
+                    break
+            num_ticks = sched.steady_ticks()
+            if num_ticks > 0:
+                num_groups, queues, blocked = sched.steady_counts()
         self.last_event_s = t
         return t
 

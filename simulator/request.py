@@ -136,12 +136,15 @@ class SequenceGroup:
         return self.num_generated >= self.output_len
 
     def alloc_request(self, seq_id: int) -> AllocRequest:
+        """The group's admission: its prefill tokens, its final length (fields in order:
+        one is built per admission check)."""
+        prompt_len = self.prompt_len
         return AllocRequest(
-            group_id=self.group_id,
-            seq_id=seq_id,
-            prompt_len=self.prompt_len,
-            num_tokens=self.num_prefill_tokens,
-            segments=self.segments,
-            max_num_seqs=self.max_num_seqs,
-            target_len=self.target_len,
+            self.group_id,
+            seq_id,
+            prompt_len,
+            prompt_len + self.num_generated,
+            self.segments,
+            self.max_num_seqs,
+            prompt_len + self.output_len,
         )

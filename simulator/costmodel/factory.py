@@ -13,7 +13,8 @@ A profile whose ``gpu_spec`` is not ``hardware.gpu`` is projected onto it
 (:func:`project_profile`); a profile lacking some term gets that term from the
 analytic profile of the target GPU; terms a profile itself marks as projected (their
 ``origin``, e.g. an H100 profile whose attention was projected from A100 timings) are
-named. All of it is said in ``CostModel.description``, which run summaries print, so
+named. A profile with iteration-level terms (``prefill_iteration``, ``decode_iteration``)
+gives an :class:`~.iteration.IterationCostModel`. All of it is said in ``CostModel.description``, which run summaries print, so
 nothing about the timing source is hidden.
 """
 
@@ -25,6 +26,11 @@ from typing import TYPE_CHECKING
 
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.analytic import analytic_profile
+from pagesim.simulator.costmodel.iteration import (
+    ITERATION_TERMS,
+    IterationCostModel,
+    is_iteration_level,
+)
 from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
 from pagesim.simulator.costmodel.profile import Profile, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
@@ -88,13 +94,31 @@ def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> C
             )
         profile = project_profile(profile, gpu, GPUS[profile.gpu_spec])
         parts.append(f"projected to {gpu.name} by bandwidth and FLOP ratios")
+    is_iteration = is_iteration_level(profile.terms)
     missing = [name for name in NEEDED_TERMS if name not in profile.terms]
     if missing:
         fallback = analytic_profile(gpu).terms
         profile = profile.with_terms(terms={**profile.terms, **{n: fallback[n] for n in missing}})
-        parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
-    if hardware.tensor_parallel > 1:
+        if is_iteration:
+            used = [n for n in missing if n in ("block_copy", "swap")]
+            parts.append(
+                f"whole steps priced by its iteration-level terms {list(ITERATION_TERMS)}; "
+                f"transfers {used} from the analytic profile of {gpu.name}"
+            )
+        else:
+            parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
+    if hardware.tensor_parallel > 1 and not is_iteration:
         parts.append(f"TP {hardware.tensor_parallel} with analytic NVLink all-reduces")
+    if is_iteration:
+        if hardware.tensor_parallel > 1:
+            parts.append(f"TP {hardware.tensor_parallel} (all-reduces inside the fitted steps)")
+        return IterationCostModel(
+            model,
+            gpu,
+            profile,
+            tensor_parallel=hardware.tensor_parallel,
+            description="; ".join(parts),
+        )
     return CostModel(
         model,
         gpu,

@@ -75,6 +75,22 @@ class _Coefs:
         )
 
 
+def layer_gemm_shapes(model: ModelSpec, tensor_parallel: int) -> tuple[tuple[int, int], ...]:
+    """(in, out) features of one layer's four GEMMs on one GPU of a TP group (module docstring)."""
+    tp = tensor_parallel
+    h, f, d = model.hidden_size, model.ffn_size, model.head_dim
+    if model.arch == "opt":
+        return ((h, 3 * h // tp), (h // tp, h), (h, f // tp), (f // tp, h))
+    heads, kv_heads = model.num_heads // tp, model.num_kv_heads_per_gpu(tp)
+    qkv = (heads + 2 * kv_heads) * d
+    return ((h, qkv), (heads * d, h), (h, 2 * f // tp), (f // tp, h))
+
+
+def lm_head_shape(model: ModelSpec, tensor_parallel: int) -> tuple[int, int]:
+    """(in, out) features of the LM head GEMM on one GPU (vocabulary sharded over TP)."""
+    return (model.hidden_size, -(-model.vocab_size // tensor_parallel))
+
+
 class CostModel:
     """Step durations for one model on one GPU type (TP-sharded) under one profile."""
 
@@ -96,13 +112,8 @@ class CostModel:
         for name in OPTIONAL_TERMS:
             self._c[name] = _Coefs.of(profile.terms.get(name, Term({})))
         h, f, d = model.hidden_size, model.ffn_size, model.head_dim
-        if model.arch == "opt":
-            shapes = [(h, 3 * h // tp), (h // tp, h), (h, f // tp), (f // tp, h)]
-        else:
-            qkv = (self._num_heads + 2 * self._num_kv_heads) * d
-            shapes = [(h, qkv), (self._num_heads * d, h), (h, 2 * f // tp), (f // tp, h)]
-        self._layer_gemm_shapes = tuple(shapes)
-        self._lm_head_shape = (h, -(-model.vocab_size // tp))
+        self._layer_gemm_shapes = layer_gemm_shapes(model, tp)
+        self._lm_head_shape = lm_head_shape(model, tp)
         self._allreduce_bytes_per_token = h * model.dtype_bytes
         self._pointwise_elems_per_token = F.pointwise_elems_per_token(
             model.arch, h, f // tp, self._num_heads * d, self._num_kv_heads * d

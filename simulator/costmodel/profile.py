@@ -30,6 +30,10 @@ pagesim-measured; ``sources`` says which tables, from where, with their sha256);
 ``analytic`` = the roofline of a datasheet; ``projected`` = another GPU's profile rescaled;
 ``synthetic`` = test data, not a GPU.
 
+An *iteration-level* profile (fitted on whole-iteration timings, e.g. Splitwise's) has the
+terms ``prefill_iteration`` and ``decode_iteration``, whose features are a whole step's on one
+GPU, all layers (:mod:`.iteration`); the simulator then prices each step with one of them.
+
 Every term has the same *roofline-plus-linear* form over physical features
 (:class:`~pagesim.simulator.costmodel.features.Features`)::
 
@@ -72,6 +76,8 @@ TERM_NAMES = (
     "swap",  # GPU<->CPU block transfers over PCIe
     "step_overhead",  # per-step cost (scheduling, launch, sampling): const_s, s_per_seq, s_per_token
     "pointwise",  # one layer's element-wise kernels (norms, activation, residual add, rotary)
+    "prefill_iteration",  # a whole step that prefills, all layers (iteration-level profiles)
+    "decode_iteration",  # a whole step that only decodes, all layers (iteration-level profiles)
 )
 
 COEFFICIENT_NAMES = (

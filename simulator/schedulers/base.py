@@ -41,6 +41,16 @@ finishes, the allocator appends one slot to every sequence in bulk
 allocator's running totals (``decode_totals``). A decode step then costs O(1) plus the
 groups that need work of their own (finishing, forking, beams). When the bulk
 condition does not hold, the scheduler takes the per-group path of the same rule.
+
+Steady runs. A step whose decisions the next steps would repeat exactly (a bulk decode
+of every running group, nothing to admit, swap in or advance by hand) is *steady*;
+:meth:`Scheduler.steady_ticks` says for how many steps, up to the next finish. A
+decode step sets it from its own decisions (``schedule``); a step after which groups
+finished, forked or started riding sets it when :meth:`Scheduler._steady_after_advance`
+holds (nothing waits, nothing is swapped out). The engine runs those steps through
+:meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
+``append_all_measured``, without calling ``schedule``; the allocator refuses (None)
+when a step would copy or swap, so such a step always goes through ``schedule``.
 """
 
 from __future__ import annotations
@@ -163,6 +173,8 @@ class Scheduler(ABC):
         self._ticks = False
         #: the last schedule() was a bulk decode whose decisions repeat (see steady_ticks)
         self._steady = False
+        #: whether a request waited for memory in the step that set ``_steady``
+        self._steady_blocked = False
         #: every inter-token gap, for vLLM's ITL statistics (simulator/token_gaps.py)
         self.token_gaps = TokenGaps()
         #: riders since before the last tick share its time as their last token's
@@ -224,16 +236,36 @@ class Scheduler(ABC):
 
     def finish_due(self, now_s: float) -> bool:
         """After :meth:`tick` in a steady run: finish the riders that are done, as
-        ``finish_step`` would (in arrival order); True if any was."""
+        ``finish_step`` would (in arrival order); True if any was. The run stays steady
+        (:meth:`steady_ticks` counts on) when :meth:`_steady_after_finish` says so."""
         due = self._pop_due_riders()
         if not due:
             return False
         self._advance(sorted((1, g.group_id, g) for g in due), now_s)
         return True
 
+    def _steady_after_advance(self) -> bool:
+        """Whether the next ``schedule()``, after groups finished, forked or started
+        riding, is a steady decode (:meth:`steady_ticks`) with nothing blocked: yes for a
+        scheduler whose groups ride the clock when nothing waits and nothing is swapped
+        out (nothing to admit or bring back: every running group appends a slot and
+        decodes). A scheduler whose rules differ overrides this (False is always safe)."""
+        return self.rides_clock and not self.waiting and not self.swapped
+
+    def steady_counts(self) -> tuple[int, tuple[int, int, int], bool]:
+        """For a steady run's steps: the groups decoding, the queue lengths (waiting,
+        running, swapped) and whether a request waits for memory, as a ``schedule()``
+        now would put them in its ``Step``."""
+        num_running = len(self.running)
+        return (
+            num_running,
+            (len(self.waiting), num_running, len(self.swapped)),
+            self._steady_blocked,
+        )
+
     def _advance(self, work: list[tuple[int, int, SequenceGroup]], now_s: float) -> None:
-        """Finish, generate, fork or start riding, in the batch's order (``work`` sorted)."""
-        self._steady = False  # groups finish, fork or start riding: the next step decides anew
+        """Finish, generate, fork or start riding, in the batch's order (``work`` sorted);
+        the next step is steady only if :meth:`_steady_after_advance` says so."""
         for _, _, group in work:
             if group.is_riding:
                 self._finish_group(group, now_s)
@@ -244,6 +276,8 @@ class Scheduler(ABC):
             elif self.rides_clock and group.beam_width == 1:
                 del self._individual[group]
                 self._ride(group)
+        self._steady = self._steady_after_advance()
+        self._steady_blocked = False
 
     def steady_ticks(self) -> int:
         """After a decode step: how many more steps would repeat its decisions exactly,
@@ -491,6 +525,7 @@ class Scheduler(ABC):
         alloc = self.allocator
         self._ticks = ticks
         self._steady = steady
+        self._steady_blocked = is_blocked
         hits = 0
         if self._prefilled:
             pre = Prefill()

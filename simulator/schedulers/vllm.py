@@ -148,7 +148,11 @@ class VllmScheduler(Scheduler):
             if self.running:
                 alloc.append_slot_all()
             return False
-        queue = deque(sorted(self.running, key=by_arrival))
+        order = sorted(self.running, key=by_arrival)
+        costs = alloc.append_costs([g.group_id for g in order])
+        if costs is not None:
+            return self._reserve_deferred(order, costs)
+        queue = deque(order)
         kept: list[SequenceGroup] = []
         preempted = False
         can_append = alloc.can_append_slots
@@ -165,6 +169,33 @@ class VllmScheduler(Scheduler):
                 self._append_slots(group)
                 kept.append(group)
         self.running = dict.fromkeys(kept)
+        return preempted
+
+    def _reserve_deferred(self, order: list[SequenceGroup], costs: list[tuple[int, int]]) -> bool:
+        """The same visit, the appends deferred: each group is checked against the free
+        blocks less those the groups kept before it will take (``append_costs``), and
+        the kept groups append at the end in one bulk append (the same slots and block
+        counts; only which free block each sequence gets differs)."""
+        alloc = self.allocator
+        queue = deque(zip(order, costs, strict=True))
+        kept: list[SequenceGroup] = []
+        preempted = False
+        pending = 0
+        while queue:
+            group, (ask, take) = queue.popleft()
+            while alloc.num_free_blocks - pending < ask:
+                preempted = True
+                if queue:
+                    self._preempt(queue.pop()[0])
+                else:
+                    self._preempt(group)
+                    break
+            else:
+                pending += take
+                kept.append(group)
+        self.running = dict.fromkeys(kept)
+        if kept:
+            alloc.append_slot_all()
         return preempted
 
     def _preempt(self, group: SequenceGroup) -> None:

@@ -191,3 +191,89 @@ def test_bulk_append_is_per_sequence_append_for_every_sequence(req):
     assert all(bulk.is_lockstep(s) for s in seqs)
     # only seq 2 (6 of 6 tokens) holds its final block: 2 of its 4 slots are never filled
     assert bulk.usage(False).internal_frag_slots == 2
+
+
+def test_measured_bulk_append_is_the_four_calls_it_fuses(req):
+    """append_all_measured equals can_append_all + append_slot_all + decode_totals +
+    usage_slots, step by step through block openings, final blocks and a full pool."""
+
+    def build():
+        alloc = paged(12, block_size=4)
+        alloc.allocate(req(0, 5, target_len=14))
+        alloc.allocate(req(1, 8, target_len=60))
+        alloc.allocate(req(2, 3, target_len=11))  # final blocks open at ticks 6 and 8
+        return alloc
+
+    fused, plain = build(), build()
+    internal = []
+    for _ in range(40):
+        is_blocked = fused.num_free_blocks % 2 == 0
+        measured = fused.append_all_measured(is_blocked)
+        if not plain.can_append_all():
+            assert measured is None
+            break
+        plain.append_slot_all()
+        assert measured == (tuple(plain.decode_totals()), plain.usage_slots(is_blocked))
+        assert [fused.block_table(s) for s in (0, 1, 2)] == [
+            plain.block_table(s) for s in (0, 1, 2)
+        ]
+        fused.check_invariants()
+        internal.append(measured[1][2])
+    else:
+        raise AssertionError("the pool never filled up")
+    assert internal == [0, 0, 0, 0, 0, 1, 1, 3]  # the final blocks' never-filled slots
+
+
+def test_measured_bulk_append_leaves_copies_and_forks_to_the_step_path(req):
+    """With a fork whose last block is shared (an exact sequence, whose append copies),
+    the fused call changes nothing and says None: the copy belongs in a step's plan."""
+    alloc = paged(16, block_size=4)
+    alloc.allocate(req(0, 5, seq_id=0, max_num_seqs=2, target_len=9))
+    alloc.fork(0, 1)
+    before = (alloc.usage_slots(False), alloc.decode_totals(), alloc.block_table(1))
+    assert alloc.can_append_all()
+    assert alloc.append_all_measured(False) is None
+    assert (alloc.usage_slots(False), alloc.decode_totals(), alloc.block_table(1)) == before
+    alloc.append_slot_all()  # the per-step path: one copy, then every sequence is lockstep
+    assert alloc.has_pending_transfers()
+    assert alloc.append_all_measured(False) is None  # the copy is not drained yet
+    assert alloc.drain_transfers().num_copied_blocks == 1
+    assert not alloc.has_pending_transfers()
+    assert alloc.append_all_measured(False) is not None
+
+
+def test_take_many_is_repeated_take():
+    from pagesim.allocators.block_pool import BlockPool
+
+    one, many = BlockPool(10), BlockPool(10)
+    for pool in (one, many):
+        pool.decref_all([pool.take() for _ in range(6)][::2])  # holes in the stack
+    assert [one.take() for _ in range(7)] == many.take_many(7)
+    assert [one.ref_count(b) for b in range(10)] == [many.ref_count(b) for b in range(10)]
+    assert one.free_ids() == many.free_ids()
+    with pytest.raises(AllocatorError, match="out of blocks"):
+        many.take_many(1)
+
+
+def test_append_costs_are_what_group_by_group_appends_ask_and_take(req):
+    """Per group: the free blocks can_append_slots asks for (one per sequence) and the
+    blocks its appends open; None where an append could copy or a pool caches."""
+    alloc = paged(32, block_size=4)
+    alloc.allocate(req(0, 4, seq_id=0, max_num_seqs=2, target_len=40))  # full last block
+    alloc.fork(0, 1)  # shares only full blocks: both stay lockstep
+    alloc.allocate(req(1, 6, seq_id=2, target_len=40))
+    alloc.allocate(req(2, 8, seq_id=3, target_len=40))
+    costs = alloc.append_costs([0, 1, 2])
+    free = alloc.num_free_blocks
+    for group_id, seqs in ((0, (0, 1)), (1, (2,)), (2, (3,))):
+        assert alloc.can_append_slots(group_id)
+        before = alloc.num_free_blocks
+        for seq_id in seqs:
+            alloc.append_slot(seq_id)
+        assert costs[group_id] == (len(seqs), before - alloc.num_free_blocks)
+    assert costs == [(2, 2), (1, 0), (1, 1)] and alloc.num_free_blocks == free - 3
+    alloc.fork(2, 4)  # 7 of 8 slots: a shared partly filled block, an exact sequence
+    assert alloc.append_costs([0, 1, 2]) is None
+    cached = paged(32, block_size=4, is_prefix_caching=True)
+    cached.allocate(req(0, 4, target_len=40))
+    assert cached.append_costs([0]) is None

@@ -184,3 +184,33 @@ def test_beam_search_on_contiguous_reservations(kind):
     res = run_engine(trace, sched, constant_step(0.1), every_step=True, check_invariants=True)
     assert (res.requests["status"] == "finished").all()
     assert res.timeseries["num_decode_tokens"].max() == 7  # 4 + 3 beams decoding together
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "allocator"), [("vllm", "paged"), ("orca", "oracle"), ("orca", "max")]
+)
+def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
+    """When nothing waits, the decode steps between admissions (finishes included) run as
+    steady decode spans: ``schedule()`` is called about once per admission, not per step."""
+    cls = SCHEDULERS[scheduler]
+    calls = []
+    original = cls.schedule
+
+    def counted(self, now_s):
+        calls.append(now_s)
+        return original(self, now_s)
+
+    monkeypatch.setattr(cls, "schedule", counted)
+    spec = small_spec(
+        arrivals={"rate_req_s": 0.5},
+        scheduler={"kind": scheduler},
+        allocator={"kind": allocator},
+        hardware={"kv_slots": 16384},
+        check_invariants=False,
+    )
+    result = simulate(spec)
+    assert result.summary["num_finished"] == 60
+    num_steps = int(result.timeseries["num_steps"].sum())
+    # an idle engine's check before an arrival, the prefill, and a few stragglers
+    assert len(calls) <= 2 * 60 + 5
+    assert num_steps > 10 * len(calls)

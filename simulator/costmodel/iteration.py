@@ -1,0 +1,144 @@
+"""Iteration-level cost: one fitted term for a whole engine step, for whole-iteration timings.
+
+Some published measurements time whole engine iterations, not operators (Splitwise's
+``perf_model.csv``: a prefill iteration of ``b`` prompts, a decode iteration of ``b``
+sequences, everything included: all layers, LM head, all-reduces, sampling, the serving
+framework's per-step work). They cannot be split into the operator terms honestly (one
+number per step, many terms), so a profile fitted on them has two *iteration-level*
+terms instead, each of the same roofline-plus-linear form as every term
+(:class:`~pagesim.simulator.costmodel.profile.Term`), over the features of the whole step
+on one GPU of the TP group:
+
+- ``prefill_iteration``: a step that prefills (also a mixed prefill + decode step);
+- ``decode_iteration``: a step that only decodes.
+
+Features of a step (:func:`step_features`; one GPU, summed over all layers):
+bytes and FLOPs of the layer GEMMs over the step's T tokens, of prefill attention and of
+decode attention (:mod:`.features`, the per-layer formulas), times ``num_layers``, plus the
+LM head over the sequences that emit a token; ``seqs`` = sequences in the step, ``tokens``
+= T. So ``const_s`` is the per-step fixed cost (launches, scheduling, sampling),
+``s_per_token`` what grows with tokens beyond the roofline (all-reduces, element-wise
+kernels), and the roofline side the step's GEMMs and attention together.
+
+:class:`IterationCostModel` evaluates such a profile: ``step = term(step_features) +
+transfers`` (copy-on-write copies and swaps from the profile's ``block_copy``/``swap``
+terms, which ``make_cost_model`` fills from the analytic profile). Tensor parallelism is in
+the features (per-GPU shards); the all-reduces are inside the measured time, so none is
+added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pagesim.simulator.costmodel import features as F
+from pagesim.simulator.costmodel.model import (
+    CostModel,
+    _Coefs,
+    layer_gemm_shapes,
+    lm_head_shape,
+)
+from pagesim.simulator.plan import BatchPlan
+from pagesim.simulator.specs import ModelSpec
+
+ITERATION_TERMS = ("prefill_iteration", "decode_iteration")
+
+
+def is_iteration_level(terms) -> bool:
+    """Whether a profile's terms are iteration-level (it has both :data:`ITERATION_TERMS`)."""
+    return all(name in terms for name in ITERATION_TERMS)
+
+
+def step_features(model: ModelSpec, tensor_parallel: int, plan: BatchPlan) -> F.Features:
+    """The whole step's features on one GPU of a TP group (module docstring)."""
+    tp, dt = tensor_parallel, model.dtype_bytes
+    heads, kv_heads = model.num_heads // tp, model.num_kv_heads_per_gpu(tp)
+    num_tokens = plan.num_tokens
+    bytes_ = flops = 0.0
+    if num_tokens:
+        for k, n in layer_gemm_shapes(model, tp):
+            g = F.gemm(num_tokens, k, n, dt)
+            bytes_ += model.num_layers * g.bytes_
+            flops += model.num_layers * g.flops
+    if plan.num_prefill_seqs:
+        a = F.prefill_attention_totals(
+            plan.num_prefill_seqs,
+            plan.num_prefill_tokens,
+            plan.prefill_context_sum,
+            plan.prefill_scores,
+            heads,
+            kv_heads,
+            model.head_dim,
+            dt,
+        )
+        bytes_ += model.num_layers * a.bytes_
+        flops += model.num_layers * a.flops
+    if plan.num_decode_seqs:
+        a = F.decode_attention_totals(
+            plan.num_decode_seqs,
+            plan.decode_context_sum,
+            plan.decode_num_blocks,
+            heads,
+            kv_heads,
+            model.head_dim,
+            dt,
+        )
+        bytes_ += model.num_layers * a.bytes_
+        flops += model.num_layers * a.flops
+    if plan.num_seqs:
+        g = F.gemm(plan.num_seqs, *lm_head_shape(model, tp), dt)
+        bytes_ += g.bytes_
+        flops += g.flops
+    return F.Features(
+        bytes_=bytes_, flops=flops, seqs=float(plan.num_seqs), tokens=float(num_tokens)
+    )
+
+
+class IterationCostModel(CostModel):
+    """Step durations from an iteration-level profile (module docstring)."""
+
+    def __init__(self, model, gpu, profile, *, tensor_parallel=1, description=""):
+        self._iteration = {name: _Coefs.of(profile.term(name)) for name in ITERATION_TERMS}
+        super().__init__(
+            model, gpu, profile, tensor_parallel=tensor_parallel, description=description
+        )
+
+    def step_time_s(self, plan: BatchPlan) -> float:
+        return self.summed_step_time_s(plan)
+
+    def summed_step_time_s(self, plan: BatchPlan) -> float:
+        if plan.is_empty:
+            return 0.0
+        t = self._transfer_time_s(plan)
+        if plan.num_seqs:
+            name = "prefill_iteration" if plan.num_prefill_seqs else "decode_iteration"
+            t += self._iteration[name].time_s(step_features(self.model, self.tensor_parallel, plan))
+        return t
+
+    def _decode_step_time_fn(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
+        def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
+            plan = BatchPlan(
+                num_decode_seqs=num_seqs,
+                decode_context_sum=total_ctx,
+                decode_num_blocks=num_blocks if is_paged else num_seqs,
+                is_paged=is_paged,
+            )
+            return self.summed_step_time_s(plan)
+
+        return time_s
+
+
+def uniform_prefill_features(
+    model: ModelSpec, tensor_parallel: int, num_seqs: int, prompt_len: int
+) -> F.Features:
+    """:func:`step_features` of a step prefilling ``num_seqs`` prompts of ``prompt_len`` tokens."""
+    plan = BatchPlan.from_lens(prefill_new_lens=(prompt_len,) * num_seqs)
+    return step_features(model, tensor_parallel, plan)
+
+
+def uniform_decode_features(
+    model: ModelSpec, tensor_parallel: int, num_seqs: int, context_len: int
+) -> F.Features:
+    """:func:`step_features` of a step decoding ``num_seqs`` sequences at ``context_len``."""
+    plan = BatchPlan.from_lens(decode_context_lens=(context_len,) * num_seqs)
+    return step_features(model, tensor_parallel, plan)
