@@ -10,6 +10,8 @@ import argparse
 
 RUN_EXAMPLES = """examples:
   pagesim run memory_waste --quick --out out/memory_waste
+  pagesim run paper --out out/paper            # every paper_* experiment, one report.md
+  pagesim run paper --out out/paper --docs docs/fidelity.md
   pagesim run experiments/latency_vs_rate.yaml --jobs 2 --out out/latency
   pagesim run block_size_sweep --set workload.num_requests=200 --set arrivals.rate_req_s=1.5
   pagesim run memory_waste --executor ray      # needs: pip install 'pagesim[cluster]'
@@ -45,6 +47,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
+    if args.experiment == "paper" and not Path(args.experiment).is_file():
+        return _run_paper_suite(args)
+    if args.docs is not None:
+        raise ConfigError("--docs: only the paper suite writes a docs page (pagesim run paper)")
     path = resolve_experiment(args.experiment)
     spec = load_experiment(path, quick=args.quick, overrides=_parse_set(args.set))
     default_out = Path("out") / (f"{spec.name}-quick" if args.quick else spec.name)
@@ -67,6 +73,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for warning in output.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"results: {out_dir / 'results.csv'}; summary: {out_dir / 'summary.md'}")
+    return 0
+
+
+def _run_paper_suite(args: argparse.Namespace) -> int:
+    import sys
+    import time
+    from pathlib import Path
+
+    from pagesim.errors import ConfigError
+    from pagesim.experiments.paper_suite import run_paper_suite
+
+    if args.set:
+        raise ConfigError("--set: not with the paper suite; run one paper_* experiment instead")
+    out_dir = (
+        Path(args.out) if args.out else Path("out") / ("paper-quick" if args.quick else "paper")
+    )
+    started = time.monotonic()
+    entries = run_paper_suite(
+        out_dir, quick=args.quick, jobs=args.jobs, executor=args.executor,
+        progress=True if args.progress else None,
+        docs=Path(args.docs) if args.docs is not None else None,
+    )  # fmt: skip
+    for entry in entries:
+        print(
+            f"{entry.name}: {entry.num_runs} runs ({entry.num_computed} computed, "
+            f"{entry.num_runs - entry.num_computed} from cache)"
+        )
+    print(
+        f"paper suite: {len(entries)} experiments in {time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
+    print(f"report: {out_dir / 'report.md'}" + (f"; docs page: {args.docs}" if args.docs else ""))
     return 0
 
 
@@ -131,12 +169,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run an experiment YAML: sweep, results.csv, charts, summary.md",
         description="Run an experiment file (or a shipped experiment by name). Finished runs "
-        "are cached in OUT/runs, so re-running skips them and an interrupted sweep resumes.",
+        "are cached in OUT/runs, so re-running skips them and an interrupted sweep resumes. "
+        "`pagesim run paper` runs every paper_* experiment into OUT/<name> and writes "
+        "OUT/report.md: the paper's numbers beside pagesim's, the differences and their causes.",
         epilog=RUN_EXAMPLES,
         formatter_class=fmt,
     )
     run.add_argument(
-        "experiment", help="an experiment YAML file, or a shipped name (see `pagesim list`)"
+        "experiment",
+        help="an experiment YAML file, a shipped name (see `pagesim list`), or `paper`: "
+        "every shipped paper_* experiment and one report.md beside the paper's numbers",
     )
     run.add_argument(
         "--out",
@@ -165,6 +207,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a base field by dotted path, value as YAML (repeatable)",
+    )
+    run.add_argument(
+        "--docs",
+        default=None,
+        metavar="PATH",
+        help="with `paper`: also write the report, without its chart images, to PATH "
+        "(docs/fidelity.md)",
     )
     run.set_defaults(func=_cmd_run)
 

@@ -22,6 +22,17 @@ import yaml
 from pydantic import Field
 
 from pagesim.experiments.outputs import atomic_write_text
+from pagesim.experiments.paper_checks import (
+    BestCheck,
+    CheckRow,
+    Comparison,
+    GrowthCheck,
+    OrderCheck,
+    best_rows,
+    comparison_row,
+    growth_rows,
+    order_rows,
+)
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.specbase import StrictSpec
 
@@ -45,10 +56,31 @@ class RatioTarget(StrictSpec):
 
 
 class PaperTarget(StrictSpec):
+    """A figure's numbers (``points``, ``ratios``), its shape (``order``, ``growth``,
+    ``comparisons``, ``best``: see ``paper_checks.py``) and ``cause``: why pagesim's
+    numbers differ from the paper's, as the people who ran it found (shown as written)."""
+
     source: str
     scale: float = 1.0
     points: dict[str, dict[str, float]] = Field(default_factory=dict)
     ratios: list[RatioTarget] = Field(default_factory=list)
+    order: OrderCheck | None = None
+    growth: GrowthCheck | None = None
+    comparisons: list[Comparison] = Field(default_factory=list)
+    best: BestCheck | None = None
+    cause: str = ""
+
+    def check_rows(self, results: pd.DataFrame) -> list[CheckRow]:
+        """Every shape check of this figure on ``results`` (see ``paper_checks.py``)."""
+        rows = []
+        if self.order is not None:
+            rows += order_rows(self.order, results)
+        if self.growth is not None:
+            rows += growth_rows(self.growth, results)
+        rows += [comparison_row(c, results) for c in self.comparisons]
+        if self.best is not None:
+            rows += best_rows(self.best, results)
+        return rows
 
 
 def paper_targets() -> dict[str, PaperTarget]:
@@ -103,9 +135,19 @@ def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
         name = f"{ratio.metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
         rows.append([ratio.numerator, name, ratio.value, num / den, num / den - ratio.value])
     lines = [f"Source: {target.source}.", ""]
-    lines += _table(["point", "metric", "paper", "simulated", "simulated − paper"], rows)
+    if rows or missing:
+        lines += _table(["point", "metric", "paper", "simulated", "simulated − paper"], rows)
     if missing:
         lines += ["", "Not in these results (so not compared): " + "; ".join(missing) + "."]
+    checks = target.check_rows(results)
+    if checks:
+        lines += ["", "The paper's shape, checked on these results:", ""]
+        lines += _table(
+            ["check", "where", "pagesim", "holds"],
+            [[c.check, c.where, c.values, c.verdict] for c in checks],
+        )
+    if target.cause.strip():
+        lines += ["", f"Why pagesim differs: {' '.join(target.cause.split())}"]
     return lines
 
 

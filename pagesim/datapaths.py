@@ -63,6 +63,13 @@ EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
         "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/main/alpaca_data.json",
         "alpaca_data.json", "CC BY-NC 4.0", "alpaca.npz",
         "pagesim workload prepare alpaca"),
+    "alpaca-5000": ExternalDataset(
+        "alpaca-5000",
+        "the Alpaca authors' real 5,000-record sample (the paper's Alpaca figures use it)",
+        "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/"
+        "5e69c50054c48cd3b919c46d13bb2d92a62f4498/data/alpaca_5000.json",
+        "alpaca_5000.json", "CC BY-NC 4.0", "alpaca_5000.npz",
+        "pagesim workload prepare alpaca-5000"),
     "azure-conv": ExternalDataset(
         "azure-conv", "Azure LLM inference trace 2023, conversation service",
         _AZURE_URL + "AzureLLMInferenceTrace_conv.csv",

@@ -14,7 +14,7 @@ Steps, all randomness from the one ``rng`` (same spec + same seed -> identical t
    ConfigError), or as many as arrive before ``duration_s``; replay takes the
    table's rows in time order instead of sampling; ``selection: artifact`` (the
    PagedAttention artifact's generator) filters by prompt + output < max_model_len
-   only, repeats the kept rows in file order to the number of requests, cuts, and
+   only (and drops rows with an empty output or prompt, which cannot be requests), repeats the kept rows in file order to the number of requests, cuts, and
    shuffles them (one ``rng.permutation``, drawn after the arrival times, as the
    artifact shuffles after drawing its timestamps);
 4. apply the sharing shape (``n``, ``beam_width``, ``shared_prefix_len`` as segment
@@ -178,9 +178,19 @@ def _build_artifact(
             "keeps the trace's rows and times instead"
         )
     prompt_len = table.prompt_len + workload.shared_prefix_len
-    keep = prompt_len + table.output_len < max_model_len
-    num_dropped = int(len(keep) - keep.sum())
-    dropped = {f"prompt_len + output_len >= {max_model_len}": num_dropped} if num_dropped else {}
+    too_long = prompt_len + table.output_len >= max_model_len
+    # A row with nothing to generate (or no prompt) cannot be a request; the artifact's
+    # own data has none, other tables may (alpaca_5000.json has two empty outputs).
+    empty = ~too_long & ((table.output_len < 1) | (prompt_len < 1))
+    keep = ~too_long & ~empty
+    dropped = {
+        reason: int(mask.sum())
+        for reason, mask in (
+            (f"prompt_len + output_len >= {max_model_len}", too_long),
+            ("output_len < 1 or prompt_len < 1", empty),
+        )
+        if mask.any()
+    }
     times = _times(workload, arrivals, rng)
     num = len(times) if times is not None else int(workload.num_requests or 0)
     kept_rows = np.flatnonzero(keep)

@@ -82,6 +82,9 @@ WORKLOADS: dict[str, WorkloadSource] = {
     "alpaca": WorkloadSource(
         "Stanford Alpaca instructions (external data: pagesim workload prepare alpaca)",
         "table", None, "rows", "alpaca", dataset="alpaca"),
+    "alpaca-5000": WorkloadSource(
+        "Stanford Alpaca, the authors' real 5,000-record sample (external data; paper figures)",
+        "table", None, "rows", "alpaca", dataset="alpaca-5000"),
     "sharegpt-paper": WorkloadSource(
         "ShareGPT lengths of the PagedAttention paper's artifact (external data, OPT tokens)",
         "table", None, "rows", "length-pairs", dataset="sharegpt-paper"),

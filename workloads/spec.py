@@ -32,10 +32,11 @@ class WorkloadSpec(_Spec):
     ``name`` is a registered workload (``pagesim workload list`` shows them: ``sharegpt``
     (every human->gpt pair), ``sharegpt-first-turn``, ``sharegpt-chat``,
     ``sharegpt-paper`` (the PagedAttention artifact's exact ShareGPT lengths),
-    ``alpaca``, ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
+    ``alpaca``, ``alpaca-5000`` (the Alpaca authors' real 5,000-record sample, which the
+    paper experiments use), ``alpaca-like`` (synthetic), ``azure-conv``, ``azure-code``,
     ``synthetic`` (uses ``prompt`` / ``output``), ``csv`` (a timestamped CSV at
-    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``azure-conv``
-    and ``azure-code`` are external data: they read the table that
+    ``path``, either Azure 2023 layout). ``sharegpt-paper``, ``alpaca``, ``alpaca-5000``,
+    ``azure-conv`` and ``azure-code`` are external data: they read the table that
     ``pagesim workload prepare NAME --source FILE`` wrote into the data folder
     (``$PAGESIM_DATA``, default ``~/.local/share/pagesim``), or ``path`` when given
     (for ``sharegpt-paper``: the artifact's
@@ -52,7 +53,8 @@ class WorkloadSpec(_Spec):
     ``selection`` says how requests are chosen from a table workload: ``sample``
     (the above), or ``artifact``, the PagedAttention artifact's generator
     (``astra/benchmark/trace.py``): the one filter prompt + output < ``max_model_len``
-    (2048 in the paper), then the kept rows in file order, repeated until there are as
+    (2048 in the paper; rows with an empty output or prompt, which cannot be requests,
+    are dropped too and counted), then the kept rows in file order, repeated until there are as
     many as requests, cut to that number, and shuffled. ``min_len``, ``max_prompt_len``
     and ``replace`` do not apply to it (changing them with it is an error); it needs
     a non-chat table workload and generated arrivals (with ``quantized-poisson`` it is

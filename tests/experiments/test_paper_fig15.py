@@ -54,7 +54,7 @@ def fig15(tmp_path_factory):
     data = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAGESIM_DATA", str(data))
-        assert main(["workload", "prepare", "alpaca", "--source", str(source)]) == 0
+        assert main(["workload", "prepare", "alpaca-5000", "--source", str(source)]) == 0
         spec = load_experiment("paper_fig15")
         points = list(PAPER_PCT)
         sweep = SweepSpec(

@@ -67,6 +67,21 @@ def test_artifact_selection_repeats_the_kept_rows_in_file_order_then_shuffles(tm
     assert set(sampled.table["prompt_len"]) == {10, 30}
 
 
+def test_artifact_selection_drops_rows_with_nothing_to_generate_and_counts_them(tmp_path):
+    """A row with an empty output (the Alpaca sample has two) is no request: dropped, counted."""
+    pairs = [(10, 20), (12, 0), (2000, 48), (30, 40)]
+    workload = WorkloadSpec(
+        name="sharegpt-paper", path=_lengths_csv(tmp_path, pairs), num_requests=6,
+        selection="artifact",
+    )  # fmt: skip
+    trace = build_trace(workload, ArrivalSpec(rate_req_s=2.0), max_model_len=2048,
+                        rng=np.random.default_rng(0))  # fmt: skip
+    assert set(trace.table["output_len"]) == {20, 40}
+    assert trace.dropped == {
+        "prompt_len + output_len >= 2048": 1, "output_len < 1 or prompt_len < 1": 1,
+    }  # fmt: skip
+
+
 def test_artifact_generator_end_to_end_is_seeded(tmp_path):
     doc = {
         "workload": {"name": "sharegpt-paper", "path": _lengths_csv(tmp_path, PAIRS),

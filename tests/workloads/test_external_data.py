@@ -36,6 +36,7 @@ def test_every_external_workload_names_a_registered_dataset():
     external = {n: s.dataset for n, s in WORKLOADS.items() if s.dataset is not None}
     assert external == {
         "alpaca": "alpaca",
+        "alpaca-5000": "alpaca-5000",
         "azure-conv": "azure-conv",
         "azure-code": "azure-code",
         "sharegpt-paper": "sharegpt-paper",
@@ -45,7 +46,9 @@ def test_every_external_workload_names_a_registered_dataset():
         assert dataset.prepare_command == f"pagesim workload prepare {dataset.name}"
 
 
-@pytest.mark.parametrize("name", ["azure-conv", "azure-code", "alpaca", "sharegpt-paper"])
+@pytest.mark.parametrize(
+    "name", ["azure-conv", "azure-code", "alpaca", "alpaca-5000", "sharegpt-paper"]
+)
 def test_missing_table_says_what_to_download_and_how_to_prepare(name):
     with pytest.raises(DataError) as info:
         build_trace(WorkloadSpec(name=name), ArrivalSpec(), max_model_len=2048,
@@ -60,7 +63,7 @@ def test_missing_table_says_what_to_download_and_how_to_prepare(name):
 
 def test_unknown_dataset_lists_the_known_ones():
     with pytest.raises(
-        ConfigError, match="unknown external dataset 'nope'; known: alpaca, azure-code"
+        ConfigError, match="unknown external dataset 'nope'; known: alpaca, alpaca-5000, azure-code"
     ):
         datapaths.get_dataset("nope")
 
@@ -112,10 +115,13 @@ def test_workload_path_reads_the_raw_file_directly(shared_data):
     assert len(load_rows("azure-conv", str(conv))) == 19_366
 
 
-def test_alpaca_sample_means_from_the_real_data(shared_data, capsys):
+@pytest.mark.parametrize("name", ["alpaca", "alpaca-5000"])
+def test_alpaca_sample_means_from_the_real_data(shared_data, capsys, name):
+    """The sample prepares as the full-data workload ``alpaca`` or as ``alpaca-5000``, the
+    name the paper experiments read (so a user's full 52,002-record table never stands in)."""
     pytest.importorskip("tokenizers")
-    _prepare("alpaca", shared_data("alpaca", "alpaca_5000.json"))
-    table = load_rows("alpaca")
+    _prepare(name, shared_data("alpaca", "alpaca_5000.json"))
+    table = load_rows(name)
     # the shared data's README: GPT-2 BPE means 17.96 (instruction + "\n" + input) / 58.55
     assert len(table) == 5000
     assert round(table.prompt_len.mean(), 2) == 17.96
