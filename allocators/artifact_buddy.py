@@ -33,141 +33,52 @@ allocating on a copy of its lists.
 
 from __future__ import annotations
 
-from pagesim.allocators.buddy import ceil_log2
-from pagesim.errors import AllocatorError, ConfigError, InvariantError
+from pagesim.allocators.buddy import BuddyHeap
+from pagesim.errors import InvariantError
 
 
-class ArtifactBuddyHeap:
+class ArtifactBuddyHeap(BuddyHeap):
     """LIFO buddy heap over ``num_granules`` granules cut into chunks of at most
-    ``max_block_granules`` (module docstring); offsets and sizes are in granules."""
+    ``max_block_granules`` (module docstring); offsets and sizes are in granules. The
+    layout, splitting and merging are :class:`BuddyHeap`'s with its block cap; only the
+    free lists differ (a LIFO stack per order)."""
 
     def __init__(self, num_granules: int, max_block_granules: int = 128) -> None:
-        if num_granules < 1:
-            raise ConfigError(
-                f"buddy heap needs at least one granule, got num_granules={num_granules}"
-            )
-        if max_block_granules < 1:
-            raise ConfigError(
-                f"artifact-buddy: the largest block must be >= 1 granule, got {max_block_granules}"
-            )
-        self._num_granules = num_granules
-        self._max_order = max_block_granules.bit_length() - 1  # a power of two, rounded down
+        super().__init__(num_granules, max_block_granules)
+
+    def _init_free_lists(self) -> None:
         self._stack_by_order: list[list[int]] = [[] for _ in range(self._max_order + 1)]
         self._free_order_by_offset: dict[int, int] = {}
-        self._order_by_offset: dict[int, int] = {}
-        self._num_free_granules = 0
-        self._chunk_orders: list[int] = []
-        offset = 0
-        for order in range(self._max_order, -1, -1):
-            while offset + (1 << order) <= num_granules:
-                self._push(offset, order)
-                self._chunk_orders.append(order)
-                offset += 1 << order
 
-    @property
-    def num_granules(self) -> int:
-        return self._num_granules
+    def _num_free_at(self, order: int) -> int:
+        return len(self._stack_by_order[order])
 
-    @property
-    def num_free_granules(self) -> int:
-        return self._num_free_granules
+    def _is_free(self, offset: int, order: int) -> bool:
+        return self._free_order_by_offset.get(offset) == order
 
-    @property
-    def max_block_granules(self) -> int:
-        return 1 << self._max_order
+    def _free_orders(self) -> list[tuple[int, int]]:
+        return list(self._free_order_by_offset.items())
 
-    def allocated_size(self, num_granules: int) -> int:
-        """Granules actually taken for a request of ``num_granules`` (next power of two)."""
-        return 1 << ceil_log2(num_granules)
-
-    def num_fit_now(self, num_granules: int) -> int:
-        """How many requests of ``num_granules`` could be allocated one after another now."""
-        order = ceil_log2(num_granules)
-        return sum(
-            len(self._stack_by_order[o]) << (o - order) for o in range(order, self._max_order + 1)
-        )
-
-    def num_fit_when_empty(self, num_granules: int) -> int:
-        """How many requests of ``num_granules`` an empty heap of this size holds."""
-        order = ceil_log2(num_granules)
-        return sum(1 << (o - order) for o in self._chunk_orders if o >= order)
-
-    def alloc(self, num_granules: int) -> int | None:
-        """Offset of a new block of ``allocated_size(num_granules)`` granules, or None."""
-        if num_granules < 1:
-            raise AllocatorError(f"buddy heap: cannot allocate {num_granules} granules (need >= 1)")
-        order = ceil_log2(num_granules)
-        if order > self._max_order:
-            return None
-        found = next(
-            (o for o in range(order, self._max_order + 1) if self._stack_by_order[o]), None
-        )
-        if found is None:
-            return None
-        offset = self._stack_by_order[found].pop()
-        del self._free_order_by_offset[offset]
-        self._num_free_granules -= 1 << found
-        while found > order:
-            found -= 1
-            self._push(offset + (1 << found), found)
-        self._order_by_offset[offset] = order
-        return offset
-
-    def free(self, offset: int) -> None:
-        """Release the block at ``offset``, merging with free buddies up to a chunk."""
-        order = self._order_by_offset.pop(offset, None)
-        if order is None:
-            raise AllocatorError(
-                f"buddy heap: no allocated block at offset {offset} (never allocated or already freed)"
-            )
-        while order < self._max_order:
-            buddy = offset ^ (1 << order)
-            if self._free_order_by_offset.get(buddy) != order:
-                break
-            self._stack_by_order[order].remove(buddy)
-            del self._free_order_by_offset[buddy]
-            self._num_free_granules -= 1 << order
-            offset = min(offset, buddy)
-            order += 1
-        self._push(offset, order)
-
-    def allocated_blocks(self) -> dict[int, int]:
-        """Allocated blocks as ``offset -> size in granules`` (a copy)."""
-        return {off: 1 << order for off, order in self._order_by_offset.items()}
-
-    def free_blocks(self) -> list[tuple[int, int]]:
-        """Free blocks as sorted ``(offset, size in granules)`` pairs."""
-        return sorted((off, 1 << order) for off, order in self._free_order_by_offset.items())
-
-    def check_invariants(self) -> None:
-        """Blocks tile the pool, each aligned and inside a chunk; stacks match the free map;
-        no two free buddies coexist below a chunk."""
-        spans = [(off, 1 << order) for off, order in self._order_by_offset.items()]
-        spans += self.free_blocks()
-        spans.sort()
-        pos = 0
-        for off, size in spans:
-            if off != pos or off % size or size > self.max_block_granules:
-                raise InvariantError(f"artifact-buddy: block ({off}, {size}) misplaced at {pos}")
-            pos += size
-        if pos != self._num_granules:
-            raise InvariantError(f"artifact-buddy: blocks cover {pos} of {self._num_granules}")
+    def _check_free_lists(self) -> None:
         stacked = {(off, order) for order, s in enumerate(self._stack_by_order) for off in s}
         if stacked != set(self._free_order_by_offset.items()) or sum(
             len(s) for s in self._stack_by_order
         ) != len(self._free_order_by_offset):
             raise InvariantError("artifact-buddy: free stacks and free map disagree")
-        if sum(1 << o for o in self._free_order_by_offset.values()) != self._num_free_granules:
-            raise InvariantError("artifact-buddy: free granule counter out of date")
-        for off, order in self._free_order_by_offset.items():
-            if order < self._max_order and self._free_order_by_offset.get(off ^ (1 << order)) == (
-                order
-            ):
-                raise InvariantError(
-                    f"artifact-buddy: free buddies ({off}, order {order}) not merged"
-                )
 
-    def _push(self, offset: int, order: int) -> None:
+    def _add_free(self, offset: int, order: int) -> None:
         self._stack_by_order[order].append(offset)
         self._free_order_by_offset[offset] = order
         self._num_free_granules += 1 << order
+
+    def _remove_free(self, offset: int, order: int) -> None:
+        self._stack_by_order[order].remove(offset)
+        del self._free_order_by_offset[offset]
+        self._num_free_granules -= 1 << order
+
+    def _take_free(self, order: int) -> int:
+        """The block pushed last (LIFO)."""
+        offset = self._stack_by_order[order].pop()
+        del self._free_order_by_offset[offset]
+        self._num_free_granules -= 1 << order
+        return offset
