@@ -109,7 +109,6 @@ class VllmScheduler(Scheduler):
         spec = self.spec
         prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
         num_batched_tokens = 0
-        num_curr_seqs = self._num_running_seqs
         admitted: list[SequenceGroup] = []
         while self.waiting:
             group = self.waiting[0]
@@ -129,13 +128,12 @@ class VllmScheduler(Scheduler):
                 continue
             if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
                 break
-            if num_curr_seqs + group.max_num_seqs > spec.max_num_seqs:
+            if not self._cap_allows(group):
                 break
             self.waiting.popleft()
             self._allocate(group)
             admitted.append(group)
             num_batched_tokens += num_tokens
-            num_curr_seqs += group.max_num_seqs
         return admitted, False
 
     # ---- 2. decode slots and preemption ----------------------------------------------
@@ -228,7 +226,6 @@ class VllmScheduler(Scheduler):
         if not self.swapped:
             return False
         self.swapped.sort(key=by_arrival)
-        num_curr_seqs = self._num_running_seqs
         while self.swapped:
             group = self.swapped[0]
             status = self.allocator.can_swap_in(group.group_id)
@@ -238,15 +235,19 @@ class VllmScheduler(Scheduler):
                 self.swapped.pop(0)
                 self._reject(group, SWAP_IN_NEVER)
                 continue
-            if num_curr_seqs + group.max_num_seqs > self.spec.max_num_seqs:
+            if not self._cap_allows(group):
                 break
             self.swapped.pop(0)
             self.allocator.swap_in(group.group_id)
             self._append_slots(group)
             self._start_running(group)
             self._swapped_in.append(group)
-            num_curr_seqs += group.max_num_seqs
         return False
+
+    def _cap_allows(self, group: SequenceGroup) -> bool:
+        """``max_num_seqs`` lets ``group`` join the running ones: vLLM v0 counts running
+        sequences (``_start_running`` adds the group's)."""
+        return self._num_running_seqs + group.max_num_seqs <= self.spec.max_num_seqs
 
     def check_invariants(self) -> None:
         super().check_invariants()

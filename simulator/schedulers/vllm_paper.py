@@ -75,7 +75,6 @@ from pagesim.allocators.base import AllocStatus
 from pagesim.simulator.request import WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Step, by_arrival
 from pagesim.simulator.schedulers.vllm import (
-    SWAP_IN_NEVER,
     VllmScheduler,
     never_fits_reason,
     prompt_limit_reason,
@@ -136,30 +135,11 @@ class VllmPaperScheduler(VllmScheduler):
                 break
         self.waiting.insert(index, group)
 
-    # ---- 2. swap-in: the cap counts running groups ----------------------------------------
+    # ---- 2. swap-in (vllm's), the cap counting running groups ---------------------------
 
-    def _swap_in(self) -> bool:
-        """Swapped groups come back FCFS; True if one had to stay out for memory (LATER)."""
-        if not self.swapped:
-            return False
-        self.swapped.sort(key=by_arrival)
-        while self.swapped:
-            group = self.swapped[0]
-            status = self.allocator.can_swap_in(group.group_id)
-            if status is AllocStatus.LATER:
-                return True
-            if status is AllocStatus.NEVER:
-                self.swapped.pop(0)
-                self._reject(group, SWAP_IN_NEVER)
-                continue
-            if len(self.running) + group.max_num_seqs > self.spec.max_num_seqs:
-                return False
-            self.swapped.pop(0)
-            self.allocator.swap_in(group.group_id)
-            self._append_slots(group)
-            self._start_running(group)
-            self._swapped_in.append(group)
-        return False
+    def _cap_allows(self, group: SequenceGroup) -> bool:
+        """The artifact's ``--max-num-sequences``: running groups + the group's sequences."""
+        return len(self.running) + group.max_num_seqs <= self.spec.max_num_seqs
 
     # ---- 3-4. admission in the same step -------------------------------------------------
 
@@ -189,7 +169,7 @@ class VllmPaperScheduler(VllmScheduler):
                 continue
             if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
                 return False
-            if len(self.running) + group.max_num_seqs > spec.max_num_seqs:
+            if not self._cap_allows(group):
                 return False
             waiting.popleft()
             self._allocate(group)
