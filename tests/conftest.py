@@ -40,9 +40,23 @@ def _empty_data_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("PAGESIM_DATA", str(tmp_path_factory.mktemp("pagesim-data")))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Callable[..., Path]:
+    """``shared_file`` (session-wide, so module fixtures may use it too)."""
     return shared_file
+
+
+@pytest.fixture
+def paper_tables(shared_data: Callable[..., Path]) -> None:
+    """The paper suite's external tables (the artifact's ShareGPT lengths, the Alpaca
+    sample) prepared into this test's data folder, or skip."""
+    pytest.importorskip("tokenizers")
+    from pagesim.cli import main
+
+    csv = shared_data("paper_artifact", "sharegpt_opt_lengths.csv")
+    alpaca = shared_data("alpaca", "alpaca_5000.json")
+    assert main(["workload", "prepare", "sharegpt-paper", "--source", str(csv)]) == 0
+    assert main(["workload", "prepare", "alpaca-5000", "--source", str(alpaca)]) == 0
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pagesim.cli import main
 from pagesim.experiments.paper_suite import suite_experiments
 from pagesim.experiments.runner import run_experiment
 from pagesim.experiments.summary import paper_targets
@@ -46,18 +45,9 @@ def _shape_experiments() -> list[str]:
     return names
 
 
-def _prepare(shared_data) -> None:
-    pytest.importorskip("tokenizers")
-    csv = shared_data("paper_artifact", "sharegpt_opt_lengths.csv")
-    alpaca = shared_data("alpaca", "alpaca_5000.json")
-    assert main(["workload", "prepare", "sharegpt-paper", "--source", str(csv)]) == 0
-    assert main(["workload", "prepare", "alpaca-5000", "--source", str(alpaca)]) == 0
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _shape_experiments())
-def test_the_paper_shape_holds_on_the_real_data(name, shared_data, tmp_path):
-    _prepare(shared_data)
+def test_the_paper_shape_holds_on_the_real_data(name, paper_tables, tmp_path):
     spec = load_experiment(name, quick=True)
     run_experiment(spec, tmp_path, jobs=2, progress=False, source=name)
     results = pd.read_csv(tmp_path / "results.csv")

@@ -21,9 +21,6 @@ the three Orca variants give 6.95 / 9.74 / 13.64 and vLLM 20.2.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -34,19 +31,9 @@ from pagesim.experiments.validate import load_experiment
 PAPER_BATCH = {"max": 7.00, "pow2": 9.81, "oracle": 13.62, "paged": 30.42}
 
 
-def shared_csv() -> Path:
-    """The artifact's lengths under ../shared/data (or PAGESIM_TEST_SHARED_DATA), or skip."""
-    named = os.environ.get("PAGESIM_TEST_SHARED_DATA", "").strip()
-    root = Path(named) if named else Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-    path = root / "paper_artifact" / "sharegpt_opt_lengths.csv"
-    if not path.exists():
-        pytest.skip(f"shared data paper_artifact/sharegpt_opt_lengths.csv not found under {root}")
-    return path
-
-
 @pytest.fixture(scope="module")
-def fig13(tmp_path_factory):
-    csv = shared_csv()
+def fig13(tmp_path_factory, shared_data):
+    csv = shared_data("paper_artifact", "sharegpt_opt_lengths.csv")
     data = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAGESIM_DATA", str(data))

@@ -23,9 +23,6 @@ minutes on one core); n = 6 and widths 4 and 6 are outside and are not run here:
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -38,19 +35,9 @@ PAPER_PCT = {(2, 1): 6.09, (4, 1): 8.53, (1, 2): 37.56}
 BAND = {(2, 1): 1.5, (4, 1): 1.5, (1, 2): 5.0}
 
 
-def shared_json() -> Path:
-    """The Alpaca sample under ../shared/data (or PAGESIM_TEST_SHARED_DATA), or skip."""
-    named = os.environ.get("PAGESIM_TEST_SHARED_DATA", "").strip()
-    root = Path(named) if named else Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-    path = root / "alpaca" / "alpaca_5000.json"
-    if not path.exists():
-        pytest.skip(f"shared data alpaca/alpaca_5000.json not found under {root}")
-    return path
-
-
 @pytest.fixture(scope="module")
-def fig15(tmp_path_factory):
-    source = shared_json()
+def fig15(tmp_path_factory, shared_data):
+    source = shared_data("alpaca", "alpaca_5000.json")
     data = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PAGESIM_DATA", str(data))

@@ -52,17 +52,8 @@ def test_docs_and_set_are_refused_where_they_do_not_apply(tmp_path, capsys):
     assert "--set: not with the paper suite" in capsys.readouterr().err
 
 
-def _prepare_real_tables(shared_data) -> None:
-    pytest.importorskip("tokenizers")
-    csv = shared_data("paper_artifact", "sharegpt_opt_lengths.csv")
-    alpaca = shared_data("alpaca", "alpaca_5000.json")
-    assert main(["workload", "prepare", "sharegpt-paper", "--source", str(csv)]) == 0
-    assert main(["workload", "prepare", "alpaca-5000", "--source", str(alpaca)]) == 0
-
-
 @pytest.mark.slow
-def test_one_report_with_every_paper_number_cached_and_deterministic(tmp_path, shared_data):
-    _prepare_real_tables(shared_data)
+def test_one_report_with_every_paper_number_cached_and_deterministic(tmp_path, paper_tables):
     out, docs = tmp_path / "out", tmp_path / "fidelity.md"
     entries = run_paper_suite(out, quick=True, jobs=1, simulate=fake_simulate, docs=docs)
     assert [e.name for e in entries] == list(suite_experiments())
