@@ -102,16 +102,18 @@ class VllmScheduler(Scheduler):
 
     # ---- 1. admission --------------------------------------------------------------
 
-    def _admit(self) -> tuple[list[SequenceGroup], bool]:
-        """Groups admitted from the head of ``waiting``, and whether it stopped on LATER."""
+    def _admit(self, num_batched_tokens: int = 0) -> tuple[list[SequenceGroup], bool]:
+        """Groups admitted from the head of ``waiting``, and whether it stopped on LATER;
+        the token budget starts at ``num_batched_tokens``."""
         if not self.waiting:
             return [], False
         spec = self.spec
         prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
-        num_batched_tokens = 0
         admitted: list[SequenceGroup] = []
         while self.waiting:
             group = self.waiting[0]
+            if self._holds_back(group):
+                break
             num_tokens = group.num_prefill_tokens
             if num_tokens > prompt_limit:
                 self.waiting.popleft()
@@ -135,6 +137,10 @@ class VllmScheduler(Scheduler):
             admitted.append(group)
             num_batched_tokens += num_tokens
         return admitted, False
+
+    def _holds_back(self, group: SequenceGroup) -> bool:
+        """Whether the head of ``waiting`` stops admission before any check (never in v0)."""
+        return False
 
     # ---- 2. decode slots and preemption ----------------------------------------------
 

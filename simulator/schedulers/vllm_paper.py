@@ -69,15 +69,10 @@ by them is not steady (memory could run short later and change ``is_blocked``).
 
 from __future__ import annotations
 
-from collections import deque
-
-from pagesim.allocators.base import AllocStatus
 from pagesim.simulator.request import WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Step, by_arrival
 from pagesim.simulator.schedulers.vllm import (
     VllmScheduler,
-    never_fits_reason,
-    prompt_limit_reason,
 )
 
 
@@ -144,34 +139,10 @@ class VllmPaperScheduler(VllmScheduler):
     # ---- 3-4. admission in the same step -------------------------------------------------
 
     def _admit_mixed(self) -> bool:
-        """Admit from the head of ``waiting`` into this step; True if it stopped on LATER."""
-        spec = self.spec
-        prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
-        num_batched_tokens = self._num_running_seqs
-        waiting: deque[SequenceGroup] = self.waiting
-        while waiting:
-            group = waiting[0]
-            if group.group_id in self._preempted_ids:
-                return False
-            num_tokens = group.num_prefill_tokens
-            if num_tokens > prompt_limit:
-                waiting.popleft()
-                self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
-                continue
-            if self._reject_if_too_many_seqs(group):
-                continue
-            status = self._admission_status(group)
-            if status is AllocStatus.LATER:
-                return True
-            if status is AllocStatus.NEVER:
-                waiting.popleft()
-                self._reject(group, never_fits_reason(num_tokens, self.allocator.capacity_slots))
-                continue
-            if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
-                return False
-            if not self._cap_allows(group):
-                return False
-            waiting.popleft()
-            self._allocate(group)
-            num_batched_tokens += num_tokens
-        return False
+        """Admit from the head of ``waiting`` into this step (vllm's admission, the budget
+        starting at the running sequences); True if it stopped on LATER."""
+        return self._admit(self._num_running_seqs)[1]
+
+    def _holds_back(self, group: SequenceGroup) -> bool:
+        """A group preempted in this very step is not readmitted in it."""
+        return group.group_id in self._preempted_ids
