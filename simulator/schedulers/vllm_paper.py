@@ -29,7 +29,9 @@ Scenario, one iteration (each rule with its artifact file):
    group that cannot come back. No token budget applies to swap-ins.
 3. The token budget starts at the number of running sequences (after step 2; a
    group of ``n`` samples or ``w`` beams counts ``n`` or ``w``: the artifact creates
-   every sequence of a group at admission).
+   every sequence of a group at admission, and so does ``vllm-paper``: the prompt's
+   block table is shared by all of them from the step that prefills it; ``vllm``
+   forks after that step).
 4. Admission, only if nothing is swapped out (``scheduler.py``: swapped groups are
    strictly prioritized). FCFS from the head of ``waiting``; the scan stops when
    - the head was preempted in this very step;
@@ -142,6 +144,22 @@ class VllmPaperScheduler(VllmScheduler):
         """Admit from the head of ``waiting`` into this step (vllm's admission, the budget
         starting at the running sequences); True if it stopped on LATER."""
         return self._admit(self._num_running_seqs)[1]
+
+    def _allocate(self, group: SequenceGroup) -> None:
+        """Admit ``group`` with every one of its sequences: the artifact makes a request
+        of ``n`` samples or ``w`` beams a ``SequenceGroup`` of that many sequences at
+        arrival, and ``block_manager.allocate`` gives them one prompt block table (ref
+        count ``n``); ``vllm`` (v0) holds one sequence until the prompt's first token
+        and forks then. Memory is the same (the prompt's blocks are shared, the partly
+        filled last one copied on each sequence's first append); what differs is the
+        step that prefills the prompt, which here already holds ``n`` logical tables
+        (the artifact's Figure 15 counts them) and which the first token then leaves as
+        ``n`` sequences without forking (beam search still draws each beam's parent)."""
+        super()._allocate(group)
+        if group.max_num_seqs > 1 and len(group.seq_ids) == 1:
+            parent = group.seq_ids[0]
+            for _ in range(group.max_num_seqs - 1):
+                self.allocator.fork(parent, self._new_seq_id(group))
 
     def _holds_back(self, group: SequenceGroup) -> bool:
         """A group preempted in this very step is not readmitted in it."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sim_fakes import TinyPaged, constant_step, make_trace
 
+from pagesim.allocators.paged import PagedAllocator
 from pagesim.simulator import simulate
 from pagesim.simulator.run import run_engine
 from pagesim.simulator.schedulers import SCHEDULERS
@@ -184,3 +185,22 @@ def test_invariants_hold_on_the_artifact_trace(shared_data):
     res = simulate(run_spec_from_dict(doc))
     assert res.summary["num_finished"] > 300
     assert res.summary["num_rejected"] == 0
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (1, 3)], ids=["n=3", "beam=3"])
+def test_a_group_holds_all_its_sequences_from_the_step_that_prefills_it(shape):
+    # One request, prompt 6 (blocks of 4: one full block and one partly filled), 3
+    # samples or beams. The artifact admits the group with 3 sequences sharing the
+    # prompt's table, so the prefill step already saves 2 x 2 blocks of 4 slots (of 64);
+    # vLLM v0 holds one sequence in that step and forks after it.
+    n, width = shape
+    trace = make_trace([(0.0, 6, 3, n, width)])
+
+    def first_step_saved(kind):
+        alloc = PagedAllocator(capacity_slots=64, block_size=4, watermark=0.0)
+        res = run(trace, sched(alloc, kind=kind))
+        assert res.requests.loc[0, "status"] == "finished"
+        return column(res, "mem_shared_saved_frac")[0]
+
+    assert first_step_saved("vllm-paper") == pytest.approx(2 * 2 * 4 / 64)
+    assert first_step_saved("vllm") == 0.0
