@@ -3,20 +3,15 @@ ShareGPT lengths (``../shared/data/paper_artifact``), reduced as the artifact's 
 
 The band is the issue's target, 5% of the paper's average batch for the three Orca
 variants (Max / Pow2 / Oracle 7.00 / 9.81 / 13.62), fixed before the experiment was
-first run; nothing was tuned to it. Measured (seed 0, analytic A100-40GB step costs):
-6.96 / 9.58 / 12.89 (-0.6% / -2.3% / -5.3%), vLLM prototype 14.30 against 30.42.
+first run; nothing was tuned to it. Measured (seed 0, analytic A100-40GB step costs,
+the paper's one-hour run): 7.00 / 9.75 / 13.37 (0.0% / -0.6% / -1.8%), vLLM
+prototype 15.93 against 30.42. (With fig13.sh's shortened 900 s of arrivals, Oracle
+came out 5.3% under: the window then ran into the drain after the last arrival.)
 
-Known gaps, kept visible as strict xfails rather than tuned away:
-- Orca (Oracle) is 5.3% under: it batches 13.83 over 300-600 s and 13.20 over
-  600-900 s, but the artifact's window runs to the end of the run, and the drain after
-  the last arrival (900-979 s here, 11.75 on average) weighs in. How long the backlog
-  lasts depends on the step costs (the cost model), not on memory.
-- vLLM is not memory-bound at 1.5 req/s with these step costs: a step of ~15 groups
-  takes ~31 ms, so ~14 running requests already carry 1.5 req/s x 338 output tokens
-  (Little's law); the paper's 30.4 implies steps about twice as long (its prototype).
-
-At the caption's 2 req/s (``--set arrivals.rate_req_s=2.0``, not what fig13.sh runs)
-the three Orca variants give 6.95 / 9.74 / 13.64 and vLLM 20.2.
+Known gap, kept visible as a strict xfail rather than tuned away: vLLM is not
+memory-bound at 1.5 req/s with these step costs: a step of ~15 groups takes ~31 ms,
+so ~14 running requests already carry 1.5 req/s x 338 output tokens (Little's law);
+the paper's 30.4 implies steps about twice as long (its prototype).
 """
 
 from __future__ import annotations
@@ -50,18 +45,11 @@ def batch(results, kind) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["max", "pow2"])
+@pytest.mark.parametrize("kind", ["max", "pow2", "oracle"])
 def test_orca_batch_within_five_percent_of_the_paper(fig13, kind):
     simulated, paper = batch(fig13, kind), PAPER_BATCH[kind]
     assert abs(simulated / paper - 1) <= 0.05, f"{kind}: {simulated:.2f} vs paper {paper}"
     assert fig13.loc[kind, "artifact_fig13_num_steps"] > 1000
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="Oracle's drain after 900 s pulls it 5.3% under")
-def test_orca_oracle_batch_within_five_percent_of_the_paper(fig13):
-    simulated, paper = batch(fig13, "oracle"), PAPER_BATCH["oracle"]
-    assert abs(simulated / paper - 1) <= 0.05, f"oracle: {simulated:.2f} vs paper {paper}"
 
 
 @pytest.mark.slow
@@ -75,6 +63,9 @@ def test_vllm_prototype_batch_within_five_percent_of_the_paper(fig13):
 def test_the_order_of_the_systems_is_the_papers(fig13):
     values = [batch(fig13, kind) for kind in ("max", "pow2", "oracle", "paged")]
     assert values == sorted(values) and len(set(values)) == 4
-    # nothing is lost: every request of the trace finished, none was rejected
+    # nothing is lost: every request of the trace finished or was still queued or
+    # running at 3,600 s (Orca (Max) falls behind at 1.5 req/s), none was rejected
     assert (fig13["num_rejected"] == 0).all()
-    assert (fig13["num_finished"] == fig13["num_finished"].iloc[0]).all()
+    served = fig13["num_finished"] + fig13["num_unfinished"]
+    assert (served == served.iloc[0]).all()
+    assert fig13.loc["paged", "num_unfinished"] < fig13.loc["max", "num_unfinished"]
