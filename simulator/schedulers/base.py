@@ -585,7 +585,11 @@ class Scheduler(ABC):
 
     def _beam_step(self, group: SequenceGroup) -> None:
         beams = list(group.seq_ids)
-        parents = beam_parents(self.rng, len(beams), group.beam_width, self._beam_keep_prob)
+        keep_prob = self._beam_keep_prob
+        if keep_prob:
+            parents = beam_parents(self.rng, len(beams), group.beam_width, keep_prob)
+        else:  # beam_parents' keep_prob 0 draw, inline: the default is a hot path
+            parents = self.rng.integers(0, len(beams), size=group.beam_width)
         counts = np.bincount(parents, minlength=len(beams)).tolist()
         # free the beams not chosen first: a contiguous allocator forks into their regions
         for beam, count in zip(beams, counts, strict=True):
