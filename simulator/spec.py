@@ -90,6 +90,13 @@ class SchedulerSpec(_Spec):
     counting running sequences plus admitted prompts, then ``max_num_seqs`` counting
     running groups plus the candidate's sequences; it ran 2560 and 256). static:
     request-level batches of up to ``max_batch_size`` (None: as many as memory allows).
+
+    ``beam_keep_prob`` (0 to 1) is the beam ancestry model of every scheduler
+    (``schedulers/ancestry.py``): no model scores the beams, so the parent of each of a
+    step's ``beam_width`` candidates is drawn; with probability ``beam_keep_prob`` the
+    i-th candidate continues the i-th beam, otherwise its parent is drawn uniformly among
+    the current beams. 0 (the default) is the uniform draw; the larger it is, the longer
+    beams stay apart and the less they share.
     """
 
     kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
@@ -100,6 +107,7 @@ class SchedulerSpec(_Spec):
     preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
     max_batch_size: int | None = Field(default=None, ge=1)
     admission: Literal["default", "artifact"] = "default"
+    beam_keep_prob: float = Field(default=0.0, ge=0, le=1)
 
 
 class SloSpec(_Spec):

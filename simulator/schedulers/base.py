@@ -19,12 +19,14 @@ Progress of a group after a step, the same for every scheduler:
 - after the first prefill of a request with ``n`` > 1 samples, the prompt's sequence
   forks ``n - 1`` times (vLLM v0: the prompt is computed once);
 - beam search keeps ``beam_width`` beams every step. With no model to score them,
-  each kept beam's parent is drawn uniformly, with replacement, among the current
-  beams from the run's seeded generator; a parent chosen c times continues as the
+  the parent of each of the ``beam_width`` candidates is drawn from the run's seeded
+  generator by the ancestry model (``schedulers/ancestry.py``): uniformly, with
+  replacement, among the current beams (``scheduler.beam_keep_prob`` = 0, the
+  default), or, with probability ``beam_keep_prob``, a candidate is its own beam's
+  continuation. As in the paper's prototype, a parent chosen c times continues as the
   first of them and forks c - 1 children; parents never chosen are freed first
-  (a contiguous allocator forks into the regions they leave). Uniform
-  parents with replacement give the coalescing ancestry (beams share long prefixes)
-  that the paper's beam-sharing savings come from;
+  (a contiguous allocator forks into the regions they leave). The coalescing ancestry
+  (beams share long prefixes) is what the paper's beam-sharing savings come from;
 - when the group has generated ``output_len`` tokens it is finished (no forks on the
   last step) and, unless the scheduler holds memory longer, its sequences are freed.
 
@@ -76,6 +78,7 @@ from pagesim.simulator.request import (
     DecodeClock,
     SequenceGroup,
 )
+from pagesim.simulator.schedulers.ancestry import beam_parents
 from pagesim.simulator.spec import SchedulerSpec
 from pagesim.simulator.token_gaps import TokenGaps
 
@@ -155,6 +158,7 @@ class Scheduler(ABC):
         self.allocator = allocator
         self.max_model_len = max_model_len
         self.rng = rng
+        self._beam_keep_prob = spec.beam_keep_prob
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
@@ -581,7 +585,11 @@ class Scheduler(ABC):
 
     def _beam_step(self, group: SequenceGroup) -> None:
         beams = list(group.seq_ids)
-        parents = self.rng.integers(0, len(beams), size=group.beam_width)
+        keep_prob = self._beam_keep_prob
+        if keep_prob:
+            parents = beam_parents(self.rng, len(beams), group.beam_width, keep_prob)
+        else:  # beam_parents' keep_prob 0 draw, inline: the default is a hot path
+            parents = self.rng.integers(0, len(beams), size=group.beam_width)
         counts = np.bincount(parents, minlength=len(beams)).tolist()
         # free the beams not chosen first: a contiguous allocator forks into their regions
         for beam, count in zip(beams, counts, strict=True):

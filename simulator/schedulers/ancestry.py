@@ -1,0 +1,64 @@
+"""Beam ancestry: which of the current beams each beam of the next step continues.
+
+What a beam step does in the paper's prototype (GitHub ``sosp-ae-39/sosp-ae-astra``,
+``astra/cacheflow/models/sample.py`` and ``master/scheduler.py``): the group's ``k``
+running beams are scored by the model; the ``k`` best (beam, token) candidates of all
+``k × vocab`` are kept. A beam that is the parent of at least one candidate continues
+its own line (its first candidate); a beam that is the parent of none is freed and
+re-forked from a parent with more than one candidate, sharing the parent's blocks by
+reference (copy on write at the next append). Beams never finish early (no stop
+token; every beam runs ``output_len`` steps), so a group always has ``k`` beams.
+
+pagesim has no model to score the candidates: :func:`beam_parents` draws the parent of
+each of the ``k`` candidate slots, and the scheduler applies the rule above to the
+counts (``Scheduler._beam_step``). One parameter, ``scheduler.beam_keep_prob`` = p:
+
+- slot i (i < the number of current beams) is beam i's own continuation with
+  probability p; otherwise (probability 1 - p) its parent is drawn uniformly, with
+  replacement, among the current beams. So beam i is the parent of slot i with
+  probability p + (1 - p) / k and of each other slot with probability (1 - p) / k;
+- p = 0 (the default) is the uniform draw, the same random stream as before the
+  option existed (one ``rng.integers`` call per beam step); p = 1 never coalesces;
+- right after the prompt (one beam, ``k`` slots) there is only beam 0, and every slot
+  continues it.
+
+Why such a model: a real language model's next-token distribution is often peaked
+(mid-word, punctuation, copied spans), so each beam's own best token is among the
+``k`` best candidates more often than a uniform draw gives, and real beams stay apart
+longer than uniform parents (a Wright-Fisher ancestry, whose lines coalesce at a rate
+that grows with ``k``) would keep them. Sharing hardly moves until p is large: beams
+that coalesce at all within a 16-token block still share everything but their last
+block. For the paper's Figure 15 (``experiments/paper_fig15.yaml``) p = 0.85 was
+fitted on beam width 4 alone and validated on widths 2 and 6.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def beam_parents(
+    rng: np.random.Generator, num_beams: int, beam_width: int, keep_prob: float
+) -> np.ndarray:
+    """The parent (an index into the current beams) of each of ``beam_width`` slots.
+
+    ``keep_prob`` = 0 draws exactly ``rng.integers(0, num_beams, size=beam_width)``;
+    otherwise that draw is followed by ``rng.random(beam_width)``, and slot i takes beam
+    i where that number is below ``keep_prob`` (for i < ``num_beams``).
+    """
+    parents = rng.integers(0, num_beams, size=beam_width)
+    if keep_prob == 0.0:
+        return parents
+    keeps = rng.random(beam_width) < keep_prob
+    num_own = min(num_beams, beam_width)
+    own = np.flatnonzero(keeps[:num_own])
+    parents[own] = own
+    return parents
+
+
+def keep_line_prob(keep_prob: float, num_beams: int) -> float:
+    """The probability that a given beam of ``num_beams`` (= the beam width) continues
+    its own line in a step: it is the parent of at least one slot."""
+    k = num_beams
+    other = (1.0 - keep_prob) / k
+    return 1.0 - (1.0 - keep_prob - other) * (1.0 - other) ** (k - 1)

@@ -1,0 +1,98 @@
+"""The beam ancestry model (``schedulers/ancestry.py``, ``scheduler.beam_keep_prob``):
+the parent of each of a step's ``k`` candidates is its own beam with probability p,
+otherwise a uniform draw among the current beams; p = 0 is the uniform draw, on the
+same random stream as before the option existed."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pagesim.errors import ConfigError
+from pagesim.simulator import simulate
+from pagesim.simulator.schedulers.ancestry import beam_parents, keep_line_prob
+from pagesim.simulator.spec import run_spec_from_dict
+
+
+def draws(seed: int, keep_prob: float, num_beams: int = 4, beam_width: int = 4, steps: int = 50):
+    rng = np.random.default_rng(seed)
+    return np.stack([beam_parents(rng, num_beams, beam_width, keep_prob) for _ in range(steps)])
+
+
+def test_the_same_seed_gives_the_same_parents_and_another_seed_others():
+    assert np.array_equal(draws(7, 0.4), draws(7, 0.4))
+    assert not np.array_equal(draws(7, 0.4), draws(8, 0.4))
+
+
+def test_keep_prob_zero_is_the_uniform_draws_exact_stream():
+    rng = np.random.default_rng(3)
+    uniform = np.stack([rng.integers(0, 4, size=4) for _ in range(50)])
+    assert np.array_equal(draws(3, 0.0), uniform)
+
+
+def test_keep_prob_one_keeps_every_line_and_the_first_step_forks_the_prompt():
+    assert np.array_equal(draws(5, 1.0), np.tile(np.arange(4), (50, 1)))
+    # one beam (just after the prompt), k slots: every slot continues it
+    assert np.array_equal(draws(5, 0.7, num_beams=1), np.zeros((50, 4), dtype=np.int64))
+
+
+@pytest.mark.parametrize("keep_prob", [0.0, 0.3, 0.8])
+def test_parent_frequencies_match_the_model(keep_prob):
+    k, steps = 4, 40_000
+    parents = draws(11, keep_prob, num_beams=k, beam_width=k, steps=steps)
+    own = (1 - keep_prob) / k + keep_prob
+    other = (1 - keep_prob) / k
+    expected = np.full((k, k), other)
+    np.fill_diagonal(expected, own)
+    # observed[i, j]: how often slot i's parent is beam j
+    observed = np.stack([np.bincount(parents[:, i], minlength=k) for i in range(k)]) / steps
+    tol = 5 * np.sqrt(expected * (1 - expected) / steps)
+    assert np.all(np.abs(observed - expected) <= tol), (observed, expected)
+    # beam j continues its own line when it is the parent of at least one slot
+    kept = np.mean([np.any(parents == j, axis=1).mean() for j in range(k)])
+    p_kept = keep_line_prob(keep_prob, k)
+    assert abs(kept - p_kept) <= 5 * np.sqrt(p_kept * (1 - p_kept) / steps)
+
+
+@pytest.mark.parametrize(("keep_prob", "k"), [(0.0, 2), (0.25, 3), (0.6, 4)])
+def test_keep_line_prob_is_the_exact_enumeration(keep_prob, k):
+    def slot_prob(slot: int, parent: int) -> float:
+        return keep_prob * (slot == parent) + (1 - keep_prob) / k
+
+    exact = sum(
+        np.prod([slot_prob(i, p) for i, p in enumerate(choice)])
+        for choice in itertools.product(range(k), repeat=k)
+        if 0 in choice
+    )
+    assert keep_line_prob(keep_prob, k) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "often"])
+def test_bad_keep_prob_is_one_line_naming_the_key(bad):
+    with pytest.raises(ConfigError) as info:
+        run_spec_from_dict({"scheduler": {"beam_keep_prob": bad}})
+    message = str(info.value)
+    assert "scheduler.beam_keep_prob" in message
+    assert "\n" not in message
+
+
+def saved_frac(keep_prob: float, seed: int = 0) -> float:
+    spec = run_spec_from_dict(
+        {
+            "workload": {"name": "alpaca-like", "num_requests": 120, "beam_width": 4},
+            "arrivals": {"rate_req_s": 4.0},
+            "hardware": {"kv_slots": 15728},
+            "scheduler": {"beam_keep_prob": keep_prob},
+            "seed": seed,
+            "check_invariants": True,
+        }
+    )
+    return simulate(spec).extra["mem_sharing_saved_frac"]
+
+
+def test_beams_that_keep_their_lines_share_less_and_runs_repeat():
+    saved = [saved_frac(p) for p in (0.0, 0.5, 1.0)]
+    assert saved[0] > saved[1] > saved[2] > 0  # the prompt stays shared even at p = 1
+    assert saved_frac(0.5) == saved[1]
