@@ -34,7 +34,9 @@ Scenario, one iteration (each rule with its artifact file):
    strictly prioritized). FCFS from the head of ``waiting``; the scan stops when
    - the head was preempted in this very step;
    - ``can_allocate`` says LATER (head-of-line blocking);
-   - budget + its prompt (``num_prefill_tokens``) > ``max_num_batched_tokens``;
+   - budget + its prompt (``num_prefill_tokens``, less the tokens it maps to a pinned
+     prefix: the artifact's ``prefix_astra`` counts a prefixed request's own tokens)
+     > ``max_num_batched_tokens``;
    - running *groups* + its sequences > ``max_num_seqs``.
    Admitted groups join ``running`` and are prefilled in this step, beside the decodes.
 
