@@ -19,7 +19,7 @@ from pagesim.simulator.run import run_engine
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.spec import run_spec_from_dict
 from pagesim.workloads import build_trace
-from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
+from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID, assemble_trace
 
 PREFIX_LEN = 40
 PINNED = 32  # two full blocks of 16
@@ -126,3 +126,27 @@ def test_same_seed_same_run_and_another_seed_another():
     assert strip(a.summary) == strip(b.summary) and a.extra.keys() == b.extra.keys()
     c = simulate(run_spec_from_dict(spec_doc(seed=4)))
     assert not c.requests.equals(a.requests)
+
+
+@pytest.mark.parametrize(("prefix_caching", "per_step"), [("pinned", 3), (False, 2)])
+def test_one_step_admits_as_many_prompts_as_their_own_tokens_fit_the_budget(
+    prefix_caching, per_step
+):
+    # six prompts of 40 + 100 tokens at once, a budget of 330: whole prompts (140) fit two
+    # to a step, own tokens (8 + 100) three
+    trace = assemble_trace(
+        prompt_len=np.full(6, 100), output_len=np.full(6, 4), arrival_s=None,
+        shared_prefix_len=PREFIX_LEN,
+    )  # fmt: skip
+    doc = spec_doc(prefix_caching=prefix_caching, scheduler="vllm")
+    doc["scheduler"]["max_num_batched_tokens"] = 330
+    spec = run_spec_from_dict(doc)
+    alloc = make_allocator(
+        spec.allocator, capacity_slots=8192, cpu_capacity_slots=0, max_model_len=2048,
+        shared_prefix=(SHARED_PREFIX_SEGMENT_ID, PREFIX_LEN),
+    )  # fmt: skip
+    sched = SCHEDULERS["vllm"](spec.scheduler, alloc, max_model_len=2048, rng=None)
+    res = run_engine(trace, sched, lambda plan: 0.01, every_step=True, check_invariants=True)
+    prefills = res.timeseries["num_prefill_tokens"]
+    expected = (100 + PREFIX_LEN - (PINNED if prefix_caching else 0)) * per_step
+    assert prefills.iloc[0] == expected
