@@ -63,13 +63,13 @@ Modelling rules (vLLM v0 ``block_manager_v1.py``; PagedAttention paper §4):
 
 Accounting: pinned blocks are full, so they are token states; for
 ``shared_saved_slots`` the pin counts as one more table holding them (each request
-that maps the prefix saves its own copy). Only a sequence's last block can be partly filled, and a partly filled
-block is shared only by forks that all hold the same tokens in it. Slots past
-``num_blocks * B`` (a pool that is not a multiple of the block size) count as external
-fragmentation (rounding to blocks). Each sequence carries its final length (its
-*target*, ``AllocRequest.target_len``, inherited by forks) for the hindsight split of
-its last block into reservation and internal fragmentation; no allocation decision
-reads it.
+that maps the prefix saves its own copy). Only a sequence's last block can be partly
+filled, and a partly filled block is shared only by forks that all hold the same
+tokens in it. Slots past ``num_blocks * B`` (a pool that is not a multiple of the
+block size) count as external fragmentation (rounding to blocks). Each sequence
+carries its final length (its *target*, ``AllocRequest.target_len``, inherited by
+forks) for the hindsight split of its last block into reservation and internal
+fragmentation; no allocation decision reads it.
 
 Speed: lockstep sequences. A sequence whose last block nobody else holds partly
 filled (every sequence, except forks between their fork and their next append, and
