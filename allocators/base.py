@@ -12,6 +12,7 @@ Identity
 Life of a group (the verbs, in the order a scheduler uses them)::
 
     can_allocate(req)  -> OK | LATER | NEVER       admission check (paged: watermark)
+    num_pinned_tokens(req) -> int                   prompt tokens held pinned (not computed)
     allocate(req)      -> Allocation | None         prompt slots for req.seq_id
     fork(parent, child)                             child shares every block of parent
     can_append_slots(group_id) -> bool              room for one more token per running seq
@@ -210,8 +211,9 @@ class KVAllocator(ABC):
     """Base of every allocator. Subclasses document their modelling rules and sources.
 
     A class registered in ``registry.ALLOCATORS`` also has ``from_spec(spec, *,
-    capacity_slots, cpu_capacity_slots, max_model_len)``, which builds it from an
-    ``AllocatorSpec``.
+    capacity_slots, cpu_capacity_slots, max_model_len, shared_prefix)``, which builds it
+    from an ``AllocatorSpec`` (``shared_prefix``: the workload's shared prefix as a
+    (segment id, tokens) content segment, or None).
     """
 
     #: short name used in configs and outputs, e.g. "paged", "max", "pow2", "oracle"
@@ -239,6 +241,12 @@ class KVAllocator(ABC):
     @abstractmethod
     def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:
         """Hold ``req.num_tokens`` slots for ``req.seq_id``, or return None (nothing changed)."""
+
+    def num_pinned_tokens(self, req: AllocRequest) -> int:
+        """Leading prompt tokens of ``req`` whose KV the allocator holds pinned: the
+        request maps them and never computes them, so they are not part of the prompt a
+        scheduler budgets (0 unless a paged pool pins a shared prefix)."""
+        return 0
 
     @abstractmethod
     def can_append_slots(self, group_id: int) -> bool:

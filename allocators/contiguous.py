@@ -145,10 +145,18 @@ class ContiguousAllocator(KVAllocator):
 
     @classmethod
     def from_spec(
-        cls, spec, *, capacity_slots: int, cpu_capacity_slots: int, max_model_len: int
+        cls,
+        spec,
+        *,
+        capacity_slots: int,
+        cpu_capacity_slots: int,
+        max_model_len: int,
+        shared_prefix: tuple[int, int] | None = None,
     ) -> ContiguousAllocator:
         """From an ``AllocatorSpec``: the policy is its ``kind``; granule_slots, placement
-        (no CPU pool: contiguous reservations never swap)."""
+        (no CPU pool: contiguous reservations never swap; no sharing, so neither
+        ``prefix_caching`` nor ``shared_prefix`` changes anything: each request reserves
+        and computes its whole prompt, as the artifact's Orca does)."""
         return cls(
             policy=spec.kind,
             capacity_slots=capacity_slots,

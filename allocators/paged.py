@@ -42,14 +42,34 @@ Modelling rules (vLLM v0 ``block_manager_v1.py``; PagedAttention paper §4):
   that carry a content key revive a cached copy when one exists (vLLM v0 transfers
   them anyway, and so does the tally here).
 - Recompute is the scheduler's choice: free every sequence and allocate again.
+- Pinned prefix (``prefix_caching: pinned``; the paper's prototype, §4.4 "Shared
+  prefix", as its artifact implements it: ``prefix_astra/cacheflow/master/``): the
+  full blocks of one shared prefix, a content segment ``(segment_id, length)``, are
+  taken at construction and held by a pin of their own, so they are never freed or
+  evicted and count as used memory (token states) for the whole run. The artifact
+  computes the prefix once before its clock starts (``register_prefix`` and one step,
+  then warm-up, then the benchmark), so the run starts with it present. Its partial
+  last block is not pinned: the artifact cuts the prefix to a multiple of the block
+  size and each request computes the cut tokens as its own (the paper's text says
+  copy-on-write of the last block instead). A request whose prompt starts with the
+  segment maps its first ``min(pinned, covered, (num_tokens - 1) // B)`` blocks to the
+  pinned ones (``num_pinned_tokens``; reference counts + 1, the sharing of a fork)
+  and takes fresh blocks for the rest; ``Allocation.num_cached_tokens`` says how many
+  tokens it did not compute. Admission asks only for the fresh blocks (the artifact's
+  ``allocate_with_prefix``: the request's own logical blocks), and NEVER means more
+  than the unpinned pool. A swapped-out group takes CPU copies of the pinned blocks
+  and comes back with private GPU copies (the artifact's ``swap_out`` / ``swap_in``).
+  Pinning and automatic prefix caching are exclusive (the prototype had no cache).
 
-Accounting: only a sequence's last block can be partly filled, and a partly filled
-block is shared only by forks that all hold the same tokens in it. Slots past
-``num_blocks * B`` (a pool that is not a multiple of the block size) count as external
-fragmentation (rounding to blocks). Each sequence carries its final length (its
-*target*, ``AllocRequest.target_len``, inherited by forks) for the hindsight split of
-its last block into reservation and internal fragmentation; no allocation decision
-reads it.
+Accounting: pinned blocks are full, so they are token states; for
+``shared_saved_slots`` the pin counts as one more table holding them (each request
+that maps the prefix saves its own copy). Only a sequence's last block can be partly
+filled, and a partly filled block is shared only by forks that all hold the same
+tokens in it. Slots past ``num_blocks * B`` (a pool that is not a multiple of the
+block size) count as external fragmentation (rounding to blocks). Each sequence
+carries its final length (its *target*, ``AllocRequest.target_len``, inherited by
+forks) for the hindsight split of its last block into reservation and internal
+fragmentation; no allocation decision reads it.
 
 Speed: lockstep sequences. A sequence whose last block nobody else holds partly
 filled (every sequence, except forks between their fork and their next append, and
@@ -104,6 +124,7 @@ class PagedAllocator(KVAllocator):
         watermark: float = 0.01,
         is_prefix_caching: bool = False,
         cpu_capacity_slots: int = 0,
+        pinned_prefix: tuple[int, int] | None = None,
     ) -> None:
         if block_size <= 0:
             raise ConfigError(f"allocator.block_size must be >= 1, got {block_size}")
@@ -132,6 +153,8 @@ class PagedAllocator(KVAllocator):
         self._freed_seq_ids: set[int] = set()
         self._num_copied = self._num_swapped_in = self._num_swapped_out = 0
         self._counters = PrefixCacheCounters()
+        #: the pinned prefix (module docstring): its segment id and its pinned blocks
+        self._pinned_segment_id, self._pinned_ids = self._pin(pinned_prefix, is_prefix_caching)
         #: tokens held by the sequences outside the lockstep set (exact ones, swapped ones)
         self._num_tokens_by_seq: dict[int, int] = {}
         #: GPU sequences outside the lockstep set (module docstring)
@@ -152,18 +175,48 @@ class PagedAllocator(KVAllocator):
         self._join_id_by_seq: dict[int, int] = {}
         self._next_join_id = 0
 
+    def _pin(
+        self, pinned_prefix: tuple[int, int] | None, is_prefix_caching: bool
+    ) -> tuple[int | None, list[int]]:
+        """Take and hold the full blocks of ``pinned_prefix`` = (segment id, tokens)."""
+        if pinned_prefix is None:
+            return None, []
+        if is_prefix_caching:
+            raise ConfigError(
+                "allocator.prefix_caching: pinned and automatic prefix caching are exclusive; "
+                "allowed: false, true, pinned"
+            )
+        segment_id, num_tokens = pinned_prefix
+        num_pinned = num_tokens // self._block_size
+        if num_pinned >= self.gpu.num_blocks:
+            raise ConfigError(
+                f"workload.shared_prefix_len: a pinned prefix of {num_tokens} tokens holds "
+                f"{num_pinned} blocks, and the KV pool has only {self.gpu.num_blocks}"
+            )
+        return segment_id, self.gpu.take_many(num_pinned)
+
     @classmethod
     def from_spec(
-        cls, spec, *, capacity_slots: int, cpu_capacity_slots: int, max_model_len: int
+        cls,
+        spec,
+        *,
+        capacity_slots: int,
+        cpu_capacity_slots: int,
+        max_model_len: int,
+        shared_prefix: tuple[int, int] | None = None,
     ) -> PagedAllocator:
         """From an ``AllocatorSpec``: block_size, watermark, prefix_caching (the CPU pool's
-        size comes from ``swap_space_gib`` through ``cpu_capacity_slots``)."""
+        size comes from ``swap_space_gib`` through ``cpu_capacity_slots``). With
+        ``prefix_caching: pinned`` it pins ``shared_prefix`` = (segment id, tokens), the
+        workload's shared prefix (nothing when it is None or shorter than a block)."""
+        is_pinned = spec.prefix_caching == "pinned"
         return cls(
             capacity_slots=capacity_slots,
             block_size=spec.block_size,
             watermark=spec.watermark,
-            is_prefix_caching=spec.prefix_caching,
+            is_prefix_caching=spec.prefix_caching is True,
             cpu_capacity_slots=cpu_capacity_slots,
+            pinned_prefix=shared_prefix if is_pinned and shared_prefix else None,
         )
 
     # -- read-only views -----------------------------------------------------------------
@@ -203,6 +256,23 @@ class PagedAllocator(KVAllocator):
     @property
     def prefix_cache(self) -> PrefixCacheCounters:
         return self._counters
+
+    @property
+    def pinned_block_ids(self) -> tuple[int, ...]:
+        """The pinned prefix's blocks, in prefix order (empty when nothing is pinned)."""
+        return tuple(self._pinned_ids)
+
+    def num_pinned_tokens(self, req: AllocRequest) -> int:
+        """Leading prompt tokens ``req`` maps to the pinned prefix's blocks (module
+        docstring): whole pinned blocks its first segment covers, short of its last token."""
+        pinned = self._pinned_ids
+        if not pinned or not req.segments:
+            return 0
+        segment_id, length = req.segments[0]
+        if segment_id != self._pinned_segment_id:
+            return 0
+        bs = self._block_size
+        return min(len(pinned), length // bs, (req.num_tokens - 1) // bs) * bs
 
     def block_table(self, seq_id: int) -> tuple[int, ...]:
         """The GPU (or, while swapped, CPU) block ids of a sequence, in order."""
@@ -289,7 +359,7 @@ class PagedAllocator(KVAllocator):
         return -(-num_tokens // self._block_size)
 
     def _watermark_status(self, required: int) -> AllocStatus:
-        if self.gpu.num_blocks - required < self._watermark_blocks:
+        if self.gpu.num_blocks - len(self._pinned_ids) - required < self._watermark_blocks:
             return AllocStatus.NEVER
         if self.gpu.num_free_blocks - required >= self._watermark_blocks:
             return AllocStatus.OK
@@ -297,7 +367,10 @@ class PagedAllocator(KVAllocator):
 
     def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
         check_request(req)
-        return self._watermark_status(self._num_blocks_for(req.num_tokens))
+        required = self._num_blocks_for(req.num_tokens)
+        if self._pinned_ids:
+            required -= self.num_pinned_tokens(req) // self._block_size
+        return self._watermark_status(required)
 
     def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:
         """Blocks for the prompt (or the recomputed context); full prompt blocks by content key."""
@@ -320,15 +393,21 @@ class PagedAllocator(KVAllocator):
             if is_hit and num_leading_hits == i:
                 num_leading_hits += 1
             table.append(block_id)
+        if self._pinned_ids:
+            num_leading_hits = self.num_pinned_tokens(req) // self._block_size
+            table = self._pinned_ids[:num_leading_hits]
+            for block_id in table:
+                self.gpu.incref(block_id)
         if len(table) < num_blocks:
             table += self.gpu.take_many(num_blocks - len(table))
         num_cached_blocks = min(num_leading_hits, num_blocks - 1)
         num_cached_tokens = num_cached_blocks * self._block_size
-        if self.gpu.is_caching:
+        if self.gpu.is_caching or self._pinned_ids:
             c = self._counters
             self._counters = PrefixCacheCounters(
                 hit_blocks=c.hit_blocks + num_cached_blocks,
-                queried_blocks=c.queried_blocks + len(keys),
+                queried_blocks=c.queried_blocks
+                + (len(keys) if self.gpu.is_caching else req.prompt_len // self._block_size),
                 hit_tokens=c.hit_tokens + num_cached_tokens,
                 queried_tokens=c.queried_tokens + req.prompt_len,
             )
@@ -695,7 +774,7 @@ class PagedAllocator(KVAllocator):
             internal,
             outside + free_slots if is_blocked else outside,
             0 if is_blocked else free_slots,
-            (self._num_table_blocks - num_used) * bs,
+            (self._num_table_blocks + len(self._pinned_ids) - num_used) * bs,
         )
 
     def check_invariants(self) -> None:

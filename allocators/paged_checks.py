@@ -7,6 +7,8 @@
 - a partly filled block is held only by sequences that hold the same tokens in it
   (what makes ``usage`` exact without scanning blocks);
 - content keys carried by CPU blocks belong to held CPU blocks;
+- the pinned prefix's blocks are distinct and each holds one reference of its own (the
+  pin) beside the tables' (so they are never free), and carry no content key;
 - the lockstep set (see ``paged``): its sequences are on the GPU and own their partly
   filled last block; every running total (sum of offsets, blocks, internal
   fragmentation, residues, table blocks, groups by size) equals its recomputation;
@@ -69,6 +71,13 @@ def check_paged_invariants(alloc: PagedAllocator) -> None:
     for b in fill_by_partial:
         if alloc.gpu.key_of(b)[0] is not None:
             raise InvariantError(f"paged: partly filled block {b} carries a content key")
+    pinned = alloc._pinned_ids
+    if len(set(pinned)) != len(pinned):
+        raise InvariantError(f"paged: pinned blocks {pinned} are not distinct")
+    for b in pinned:
+        gpu_refs[b] += 1
+        if alloc.gpu.key_of(b)[0] is not None:
+            raise InvariantError(f"paged: pinned block {b} carries a content key")
     alloc.gpu.check_invariants(gpu_refs)
     alloc.cpu.check_invariants(cpu_refs)
     for cpu_id in alloc._key_by_cpu_block:

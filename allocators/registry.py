@@ -3,7 +3,8 @@
 ``ALLOCATORS`` maps ``AllocatorSpec.kind`` to the allocator class (adding an allocator
 means one file and one line here). Everything else reads this dict: the spec's allowed
 ``kind`` values, the CLI's choices, and the scheduler pairing rule (through each class's
-``is_paged``). Each class builds itself from the spec with ``from_spec``. Sizes are in
+``is_paged``). Each class builds itself from the spec with ``from_spec``, told the
+workload's shared prefix (a paged pool pins it under ``prefix_caching: pinned``). Sizes are in
 token slots: paged pools get ``capacity_slots // block_size`` GPU blocks and
 ``cpu_capacity_slots // block_size`` CPU blocks; contiguous pools get
 ``capacity_slots // granule_slots`` granules.
@@ -26,9 +27,15 @@ ALLOCATORS: dict[str, type[KVAllocator]] = {
 
 
 def make_allocator(
-    spec: AllocatorSpec, *, capacity_slots: int, cpu_capacity_slots: int, max_model_len: int
+    spec: AllocatorSpec,
+    *,
+    capacity_slots: int,
+    cpu_capacity_slots: int,
+    max_model_len: int,
+    shared_prefix: tuple[int, int] | None = None,
 ) -> KVAllocator:
-    """The allocator ``spec`` names, over a pool of ``capacity_slots`` token slots.
+    """The allocator ``spec`` names, over a pool of ``capacity_slots`` token slots;
+    ``shared_prefix`` = (segment id, tokens) is the prefix the workload's requests share.
 
     Raises ConfigError for an unknown kind, a block (granule) size <= 0, or a pool
     smaller than one block.
@@ -43,4 +50,5 @@ def make_allocator(
         capacity_slots=capacity_slots,
         cpu_capacity_slots=cpu_capacity_slots,
         max_model_len=max_model_len,
+        shared_prefix=shared_prefix,
     )

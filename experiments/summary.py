@@ -57,14 +57,16 @@ class RatioTarget(StrictSpec):
 
 class PaperTarget(StrictSpec):
     """A figure's numbers (``points``, ``ratios``), its shape (``order``, ``growth``,
-    ``comparisons``, ``best``: see ``paper_checks.py``) and ``cause``: why pagesim's
-    numbers differ from the paper's, as the people who ran it found (shown as written)."""
+    ``comparisons``, ``best``: see ``paper_checks.py``; ``order`` may be a list of
+    orders, each checked, for a figure with two variants of one system) and ``cause``:
+    why pagesim's numbers differ from the paper's, as the people who ran it found
+    (shown as written)."""
 
     source: str
     scale: float = 1.0
     points: dict[str, dict[str, float]] = Field(default_factory=dict)
     ratios: list[RatioTarget] = Field(default_factory=list)
-    order: OrderCheck | None = None
+    order: OrderCheck | list[OrderCheck] | None = None
     growth: GrowthCheck | None = None
     comparisons: list[Comparison] = Field(default_factory=list)
     best: BestCheck | None = None
@@ -73,8 +75,10 @@ class PaperTarget(StrictSpec):
     def check_rows(self, results: pd.DataFrame) -> list[CheckRow]:
         """Every shape check of this figure on ``results`` (see ``paper_checks.py``)."""
         rows = []
-        if self.order is not None:
-            rows += order_rows(self.order, results)
+        orders = self.order if isinstance(self.order, list) else [self.order]
+        for order in orders:
+            if order is not None:
+                rows += order_rows(order, results)
         if self.growth is not None:
             rows += growth_rows(self.growth, results)
         rows += [comparison_row(c, results) for c in self.comparisons]

@@ -86,3 +86,34 @@ class Registered:
 
     def __str__(self) -> str:
         return "one of " + ", ".join(f"`{name}`" for name in self.names())
+
+
+class OneOf:
+    """Field metadata: the value must equal one of ``values`` *and* have its type.
+
+    For a key whose values are of mixed types (``false``, ``true``, ``pinned``), where a
+    ``Literal`` would let pydantic take YAML's ``1`` for ``true``. The error names the
+    allowed values as YAML spells them; the generated docs print them the same way.
+    """
+
+    def __init__(self, *values: Any) -> None:
+        self.values = values
+
+    @staticmethod
+    def _yaml(value: Any) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def check(self, value: Any) -> Any:
+        for allowed in self.values:
+            if type(value) is type(allowed) and value == allowed:
+                return value
+        shown = ", ".join(self._yaml(v) for v in self.values)
+        raise ValueError(f"{value!r} is not allowed; allowed: {shown}")
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_plain_validator_function(self.check)
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(f"`{self._yaml(v)}`" for v in self.values)

@@ -1,14 +1,17 @@
 """``simulate(spec) -> RunResult``: one run, a pure function of its RunSpec and seed.
 
 Scenario: build the trace (``workloads.build_trace`` with the run's generator, unless
-one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocator,
-the cost model and the scheduler, replay the trace on the SimPy engine
-(``simulator.engine``), and turn the observations into a RunResult. One
+one is given), size the KV pool (``simulator.memory.kv_pool``), make the allocator
+(told the workload's shared prefix: segment 0, ``workload.shared_prefix_len`` tokens,
+which ``allocator.prefix_caching: pinned`` pins), the cost model and the scheduler,
+replay the trace on the SimPy engine (``simulator.engine``), and turn the observations into a RunResult. One
 ``numpy.random.default_rng(spec.seed)`` is made here and passed down: first to trace
 building, then to the scheduler (beam choices). The summary then gets the vLLM-named
 metrics (``simulator/vllm_metrics.py``; ITL from the inter-token gaps the scheduler
 records), and the extra values the ``metrics.reducers`` named (``simulator/reducers.py``).
 
+``extra["pinned_prefix_slots"]`` (runs with ``prefix_caching: pinned`` only) is the
+slots the pinned prefix holds for the whole run (inside ``mem_token_frac``).
 ``extra["num_dropped"]`` counts the requests the workload filters removed (and
 ``extra["dropped_share"]`` their share of the candidates they examined), and
 ``notes`` says what the numbers rest on (``simulator.provenance``): why requests
@@ -48,6 +51,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     from pagesim.simulator.memory import kv_pool
     from pagesim.simulator.specs import get_gpu, get_model
     from pagesim.workloads import build_trace
+    from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
 
     wall_start = time.perf_counter()
     rng = np.random.default_rng(spec.seed)
@@ -70,6 +74,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         capacity_slots=pool.capacity_slots,
         cpu_capacity_slots=pool.cpu_capacity_slots,
         max_model_len=spec.max_model_len,
+        shared_prefix=(SHARED_PREFIX_SEGMENT_ID, spec.workload.shared_prefix_len),
     )
     cost_model = make_cost_model(
         spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
@@ -90,6 +95,9 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         wall_start=wall_start,
     )
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
+    if spec.allocator.prefix_caching == "pinned":
+        pinned_blocks = getattr(allocator, "pinned_block_ids", ())
+        result.extra["pinned_prefix_slots"] = float(len(pinned_blocks) * allocator.block_size)
     result.summary.update(
         vllm_summary(
             result.requests,

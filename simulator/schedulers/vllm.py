@@ -12,6 +12,10 @@ Scenario: FCFS; a step is all-prefill or all-decode.
      (head-of-line blocking); NEVER rejects the group and the scan continues;
    - the prompt-token budget ``max_num_batched_tokens`` and ``max_num_seqs``
      (counting each running group as its ``max(n, beam_width)`` sequences) stop it.
+     A prompt counts in the budget (and in the limit's ``max_num_batched_tokens``)
+     without the tokens it maps to a pinned prefix (``allocator.prefix_caching:
+     pinned``; the paper's prototype, whose prefixed request's prompt is its own tokens
+     only); ``max_model_len`` counts them all.
 
    If any group was admitted the step is a prefill step of exactly those groups.
 2. Otherwise a decode step. Running groups are visited in FCFS order; while a group
@@ -115,7 +119,8 @@ class VllmScheduler(Scheduler):
             if self._holds_back(group):
                 break
             num_tokens = group.num_prefill_tokens
-            if num_tokens > prompt_limit:
+            num_new = num_tokens - self.allocator.num_pinned_tokens(group.alloc_request(-1))
+            if num_tokens > self.max_model_len or num_new > spec.max_num_batched_tokens:
                 self.waiting.popleft()
                 self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
                 continue
@@ -128,14 +133,14 @@ class VllmScheduler(Scheduler):
                 self.waiting.popleft()
                 self._reject(group, never_fits_reason(num_tokens, self.allocator.capacity_slots))
                 continue
-            if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
+            if num_batched_tokens + num_new > spec.max_num_batched_tokens:
                 break
             if not self._cap_allows(group):
                 break
             self.waiting.popleft()
             self._allocate(group)
             admitted.append(group)
-            num_batched_tokens += num_tokens
+            num_batched_tokens += num_new
         return admitted, False
 
     def _holds_back(self, group: SequenceGroup) -> bool:

@@ -36,7 +36,9 @@ Scenario, one iteration (each rule with its artifact file):
    strictly prioritized). FCFS from the head of ``waiting``; the scan stops when
    - the head was preempted in this very step;
    - ``can_allocate`` says LATER (head-of-line blocking);
-   - budget + its prompt (``num_prefill_tokens``) > ``max_num_batched_tokens``;
+   - budget + its prompt (``num_prefill_tokens``, less the tokens it maps to a pinned
+     prefix: the artifact's ``prefix_astra`` counts a prefixed request's own tokens)
+     > ``max_num_batched_tokens``;
    - running *groups* + its sequences > ``max_num_seqs``.
    Admitted groups join ``running`` and are prefilled in this step, beside the decodes.
 
@@ -46,7 +48,8 @@ groups plus the candidate's sequences (``vllm`` counts sequences). The artifact'
 defaults are ``max_num_batched_tokens`` 2560 and ``--max-num-sequences`` 2048
 (``astra/cacheflow/master/server.py``), and 20 GiB of swap (``--swap-space``); pagesim's
 spec defaults are vLLM v0's (256 and 4 GiB), so a paper run sets ``max_num_seqs: 2048``
-and ``allocator.swap_space_gib: 20`` (``experiments/paper_fig13.yaml``).
+and ``allocator.swap_space_gib: 20`` (``experiments/paper_fig13.yaml``). The Figure 16
+prototype (``prefix_astra/cacheflow/master/server.py``) defaults to 256 sequences.
 
 Where the artifact cannot do something, pagesim reports instead of hanging:
 a prompt longer than ``min(max_model_len, max_num_batched_tokens)``, a group with more

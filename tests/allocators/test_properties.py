@@ -11,7 +11,7 @@ At the end everything is freed and the pools must be whole again.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pagesim.allocators import AllocRequest, AllocStatus, ContiguousAllocator, PagedAllocator
@@ -106,6 +106,8 @@ def _paged_usage_by_scan(alloc, shadow, targets):
         for i, block_id in enumerate(alloc.block_table(seq_id)):
             filled[block_id] = max(filled.get(block_id, 0), min(bs, n - i * bs))
             will[block_id] = max(will.get(block_id, 0), min(bs, targets[seq_id] - i * bs))
+    for block_id in alloc.pinned_block_ids:  # full, held by the pin whoever maps them
+        filled[block_id] = will[block_id] = bs
     token = sum(filled.values())
     reserved = sum(will[b] - filled[b] for b in filled)
     return token, reserved, len(filled) * bs - token - reserved
@@ -190,6 +192,45 @@ def test_paged_random_operations_keep_every_invariant(
     assert alloc.num_free_blocks == alloc.num_total_blocks
     assert alloc.num_cpu_free_blocks == alloc.num_cpu_total_blocks
     assert alloc.usage(is_blocked=False).unused_slots == num_blocks * block_size
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=OPS,
+    block_size=st.sampled_from([1, 2, 4]),
+    num_blocks=st.integers(1, 24),
+    num_cpu_blocks=st.integers(0, 12),
+    prefix_len=st.integers(0, 12),
+    watermark=st.sampled_from([0.0, 0.1]),
+)
+def test_paged_random_operations_with_a_pinned_prefix_keep_every_invariant(
+    ops, block_size, num_blocks, num_cpu_blocks, prefix_len, watermark
+):
+    """Segment 0 (one of ``_segments``' prefixes) pinned: its blocks stay held throughout."""
+    num_pinned = prefix_len // block_size
+    assume(num_pinned < num_blocks)
+    alloc = PagedAllocator(
+        capacity_slots=num_blocks * block_size + block_size - 1,
+        block_size=block_size,
+        watermark=watermark,
+        cpu_capacity_slots=num_cpu_blocks * block_size,
+        pinned_prefix=(0, prefix_len),
+    )
+    pins = alloc.pinned_block_ids
+    assert len(pins) == num_pinned
+    shadow = _run_paged(alloc, ops)
+    for seq_id in sorted(shadow.num_tokens_by_seq):
+        alloc.free(seq_id)
+    alloc.check_invariants()
+    assert alloc.pinned_block_ids == pins
+    assert all(alloc.gpu.ref_count(b) == 1 for b in pins)
+    assert alloc.num_free_blocks == alloc.num_total_blocks - num_pinned
+    assert alloc.num_cpu_free_blocks == alloc.num_cpu_total_blocks
+    u = alloc.usage(is_blocked=False)
+    assert (u.token_slots, u.unused_slots) == (
+        num_pinned * block_size,
+        (num_blocks - num_pinned) * block_size,
+    )
 
 
 @settings(max_examples=200, deadline=None)
