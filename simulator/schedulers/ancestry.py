@@ -19,8 +19,9 @@ counts (``Scheduler._beam_step``). One parameter, ``scheduler.beam_keep_prob`` =
   probability p + (1 - p) / k and of each other slot with probability (1 - p) / k;
 - p = 0 (the default) is the uniform draw, the same random stream as before the
   option existed (one ``rng.integers`` call per beam step); p = 1 never coalesces;
-- right after the prompt (one beam, ``k`` slots) there is only beam 0, and every slot
-  continues it.
+- right after the prompt under ``vllm`` (one beam, ``k`` slots) there is only beam 0,
+  and every slot continues it; ``vllm-paper`` admits the group with ``k`` identical
+  beams (as the prototype does), so which parent a slot takes then changes no memory.
 
 Why such a model: a real language model's next-token distribution is often peaked
 (mid-word, punctuation, copied spans), so each beam's own best token is among the
