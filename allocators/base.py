@@ -287,6 +287,15 @@ class KVAllocator(ABC):
     def free(self, seq_id: int) -> None:
         """Release ``seq_id``'s slots. Unknown or already-freed ids raise AllocatorError."""
 
+    def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
+        """A beam step of one group: ``free`` each of ``seq_ids``, then ``fork(parent,
+        child)`` for each pair of ``forks``, in order. An allocator may do it in one pass;
+        the outcome is that of the calls."""
+        for seq_id in seq_ids:
+            self.free(seq_id)
+        for parent_seq_id, child_seq_id in forks:
+            self.fork(parent_seq_id, child_seq_id)
+
     def can_swap_out(self, group_id: int) -> bool:
         return False
 

@@ -124,6 +124,16 @@ class BlockPool:
             self._evictor.remove(block_id)
         self._ref_counts[block_id] += 1
 
+    def incref_all(self, block_ids: Iterable[int]) -> None:
+        """``incref`` each listed block, in order (a fork shares a whole table)."""
+        ref_counts = self._ref_counts
+        for block_id in block_ids:
+            count = ref_counts[block_id]
+            if count:
+                ref_counts[block_id] = count + 1
+            else:
+                self.incref(block_id)
+
     def decref_all(self, block_ids: Iterable[int]) -> None:
         """Drop one reference per listed block (in order); release those that reach zero.
 

@@ -80,8 +80,9 @@ groups just swapped in) is kept as counts, not as a token counter of its own::
 and the allocator keeps running totals over these sequences: their number, the sum
 of ``off``, the blocks their tables hold, their internal fragmentation, and the
 sequences by ``off mod B`` (those whose held slots are a multiple of B open a block at
-the next append: ``off = -clock (mod B)``); a heap says at which clock each one opens
-its final block (from then on its internal fragmentation counts). So ``usage``,
+the next append: ``off = -clock (mod B)``); per clock value, the internal
+fragmentation of the sequences that open their final block when the clock reaches it
+(from then on it counts; a sequence that leaves first takes its share back). So ``usage``,
 ``can_append_all`` and ``decode_totals`` are O(1) plus O(exact sequences), and
 ``append_slot_all`` is O(blocks opened). Block tables stay exact for every sequence
 (ids are taken from the pool as blocks open), so prefix caching, forks and swaps see
@@ -90,8 +91,6 @@ accounted one by one, and join the lockstep set at their next append.
 """
 
 from __future__ import annotations
-
-import heapq
 
 from pagesim.allocators.base import (
     NO_TRANSFERS,
@@ -171,9 +170,9 @@ class PagedAllocator(KVAllocator):
         self._sum_off = 0
         self._lockstep_blocks = 0
         self._lockstep_internal = 0
-        self._final_block_events: list[tuple[int, int, int]] = []  # (clock, seq_id, join id)
-        self._join_id_by_seq: dict[int, int] = {}
-        self._next_join_id = 0
+        #: internal fragmentation the lockstep set gains when the clock reaches a value
+        #: (the sequences that open their final block at that clock)
+        self._final_internal_by_clock: dict[int, int] = {}
 
     def _pin(
         self, pinned_prefix: tuple[int, int] | None, is_prefix_caching: bool
@@ -324,24 +323,26 @@ class PagedAllocator(KVAllocator):
             if held > target - rest:
                 self._lockstep_internal += bs - rest
             else:
-                join_id = self._next_join_id
-                self._next_join_id += 1
-                self._join_id_by_seq[seq_id] = join_id
-                heapq.heappush(self._final_block_events, (target - rest + 1 - off, seq_id, join_id))
+                final = self._final_internal_by_clock
+                at = target - rest + 1 - off
+                final[at] = final.get(at, 0) + bs - rest
 
-    def _leave(self, seq_id: int) -> int:
-        """A sequence leaves the lockstep set; returns the slots it holds."""
+    def _leave(self, seq_id: int, table: list[int] | None = None) -> int:
+        """A sequence leaves the lockstep set; returns the slots it holds. ``table``: its
+        block table, if the caller has it at hand."""
         bs = self._block_size
         off = self._off_by_seq.pop(seq_id)
         held = off + self._clock
         del self._seq_ids_by_residue[off % bs][seq_id]
         self._sum_off -= off
-        self._lockstep_blocks -= len(self._table_by_seq[seq_id])
+        self._lockstep_blocks -= len(self._table_by_seq[seq_id] if table is None else table)
         target = self._target_by_seq[seq_id]
         rest = target % bs
-        if rest and held > target - rest:
-            self._lockstep_internal -= bs - rest
-        self._join_id_by_seq.pop(seq_id, None)
+        if rest:
+            if held > target - rest:
+                self._lockstep_internal -= bs - rest
+            else:
+                self._final_internal_by_clock[target - rest + 1 - off] -= bs - rest
         return held
 
     def _make_exact(self, seq_id: int) -> None:
@@ -495,8 +496,7 @@ class PagedAllocator(KVAllocator):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""
         self._append_lockstep()
         if self._exact_seq_ids:
-            for seq_id in list(self._exact_seq_ids):
-                self.append_slot(seq_id)
+            self._append_exact()
 
     def _append_lockstep(self) -> None:
         """One more slot for every lockstep sequence: blocks for those whose blocks are
@@ -511,12 +511,7 @@ class PagedAllocator(KVAllocator):
             self._lockstep_blocks += len(openers)
             self._num_table_blocks += len(openers)
         self._clock += 1
-        events = self._final_block_events
-        while events and events[0][0] <= self._clock:
-            _, seq_id, join_id = heapq.heappop(events)
-            if self._join_id_by_seq.get(seq_id) == join_id:
-                del self._join_id_by_seq[seq_id]
-                self._lockstep_internal += bs - self._target_by_seq[seq_id] % bs
+        self._lockstep_internal += self._final_internal_by_clock.pop(self._clock, 0)
 
     def append_all_measured(
         self, is_blocked: bool
@@ -539,6 +534,62 @@ class PagedAllocator(KVAllocator):
         return (num_seqs, held, self._num_table_blocks), self._pool_usage(
             holes, holes - internal, internal, is_blocked
         )
+
+    def _append_exact(self) -> None:
+        """``append_slot`` for every exact sequence, in order: each opens a block when its
+        last is full, else copies a shared last block (the last sharer writes in place),
+        and joins the lockstep set (``_join``, inline)."""
+        bs = self._block_size
+        clock = self._clock
+        gpu = self.gpu
+        tables = self._table_by_seq
+        tokens_by_seq = self._num_tokens_by_seq
+        exact_seq_ids = self._exact_seq_ids
+        off_by_seq = self._off_by_seq
+        by_residue = self._seq_ids_by_residue
+        target_by_seq = self._target_by_seq
+        final = self._final_internal_by_clock
+        sum_off = blocks = internal = 0
+        try:
+            for seq_id in list(exact_seq_ids):
+                table = tables[seq_id]
+                num_tokens = tokens_by_seq[seq_id]
+                if num_tokens % bs == 0:
+                    if gpu.num_free_blocks == 0:
+                        raise AllocatorError(f"append_slot: no free block for sequence {seq_id}")
+                    table.append(gpu.take())
+                    self._num_table_blocks += 1
+                else:
+                    last = table[-1]
+                    if gpu.ref_count(last) > 1:
+                        if gpu.num_free_blocks == 0:
+                            raise AllocatorError(
+                                f"append_slot: no free block to copy shared block {last} "
+                                f"for sequence {seq_id}"
+                            )
+                        table[-1] = gpu.take()
+                        gpu.decref_all((last,))
+                        self._num_copied += 1
+                del tokens_by_seq[seq_id]
+                del exact_seq_ids[seq_id]
+                held = num_tokens + 1
+                off = held - clock
+                off_by_seq[seq_id] = off
+                by_residue[off % bs][seq_id] = None
+                sum_off += off
+                blocks += len(table)
+                target = target_by_seq[seq_id]
+                rest = target % bs
+                if rest:
+                    if held > target - rest:
+                        internal += bs - rest
+                    else:
+                        at = target - rest + 1 - off
+                        final[at] = final.get(at, 0) + bs - rest
+        finally:
+            self._sum_off += sum_off
+            self._lockstep_blocks += blocks
+            self._lockstep_internal += internal
 
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
@@ -570,8 +621,7 @@ class PagedAllocator(KVAllocator):
         table = self._on_gpu(parent_seq_id, "fork")
         if child_seq_id in self._group_by_seq:
             raise AllocatorError(f"fork: child sequence {child_seq_id} already exists")
-        for block_id in table:
-            self.gpu.incref(block_id)
+        self.gpu.incref_all(table)
         group_id = self._group_by_seq[parent_seq_id]
         num_tokens = self._num_tokens(parent_seq_id)
         self._target_by_seq[child_seq_id] = self._target_by_seq[parent_seq_id]
@@ -610,6 +660,113 @@ class PagedAllocator(KVAllocator):
         if not members:
             del self._seq_ids_by_group[group_id]
             self._swapped_group_ids.discard(group_id)
+
+    def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
+        """``KVAllocator.free_and_fork`` in one pass over one GPU group's bookkeeping: the
+        same blocks released and shared in the same order, the same lockstep and exact
+        sets, the group's size counted once. When a call would fail or reach past the
+        group (sequences of other groups or swapped out, repeated ids, a parent freed or
+        forked in the same call, a child id in use) it makes the calls one by one."""
+        group_by_seq = self._group_by_seq
+        if seq_ids:
+            group_id = group_by_seq.get(seq_ids[0])
+        elif forks:
+            group_id = group_by_seq.get(forks[0][0])
+        else:
+            return
+        ids = set(seq_ids)
+        for seq_id in seq_ids:
+            if group_by_seq.get(seq_id) != group_id:
+                group_id = None
+        for parent, child in forks:
+            if group_by_seq.get(parent) != group_id or parent in ids or child in group_by_seq:
+                group_id = None
+            ids.add(child)
+        if (
+            group_id is None
+            or len(ids) != len(seq_ids) + len(forks)
+            or group_id in self._swapped_group_ids
+        ):
+            super().free_and_fork(seq_ids, forks)
+            return
+        members = self._seq_ids_by_group[group_id]
+        size_before = len(members)
+        bs = self._block_size
+        clock = self._clock
+        tables = self._table_by_seq
+        off_by_seq = self._off_by_seq
+        by_residue = self._seq_ids_by_residue
+        final = self._final_internal_by_clock
+        tokens_by_seq = self._num_tokens_by_seq
+        exact_seq_ids = self._exact_seq_ids
+        target_by_seq = self._target_by_seq
+        freed_seq_ids = self._freed_seq_ids
+        gpu = self.gpu
+        # lockstep totals that leaving changes (as _leave does)
+        sum_off = blocks = internal = 0
+        for seq_id in seq_ids:  # free(seq_id)
+            table = tables.pop(seq_id)
+            off = off_by_seq.pop(seq_id, None)
+            target = target_by_seq.pop(seq_id)
+            if off is None:
+                del tokens_by_seq[seq_id]
+                del exact_seq_ids[seq_id]
+            else:
+                del by_residue[off % bs][seq_id]
+                sum_off += off
+                blocks += len(table)
+                rest = target % bs
+                if rest:
+                    if off + clock > target - rest:
+                        internal += bs - rest
+                    else:
+                        final[target - rest + 1 - off] -= bs - rest
+            self._num_table_blocks -= len(table)
+            gpu.decref_all(reversed(table))
+            del group_by_seq[seq_id]
+            freed_seq_ids.add(seq_id)
+            del members[seq_id]
+        for parent, child in forks:  # fork(parent, child)
+            table = tables[parent]
+            gpu.incref_all(table)
+            target = target_by_seq[parent]
+            target_by_seq[child] = target
+            tables[child] = table.copy()
+            self._num_table_blocks += len(table)
+            group_by_seq[child] = group_id
+            members[child] = None
+            freed_seq_ids.discard(child)
+            off = off_by_seq.get(parent)
+            num_tokens = tokens_by_seq[parent] if off is None else off + clock
+            if num_tokens % bs == 0:
+                self._join(child, num_tokens)
+                continue
+            # the partly filled last block is now shared: parent and child are exact
+            if off is not None:
+                del off_by_seq[parent]
+                del by_residue[off % bs][parent]
+                sum_off += off
+                blocks += len(table)
+                rest = target % bs
+                if rest:
+                    if num_tokens > target - rest:
+                        internal += bs - rest
+                    else:
+                        final[target - rest + 1 - off] -= bs - rest
+                tokens_by_seq[parent] = num_tokens
+                exact_seq_ids[parent] = None
+            tokens_by_seq[child] = num_tokens
+            exact_seq_ids[child] = None
+        self._sum_off -= sum_off
+        self._lockstep_blocks -= blocks
+        self._lockstep_internal -= internal
+        size_after = len(members)
+        if size_after != size_before:
+            self._count_group(size_before, -1)
+            if size_after:
+                self._count_group(size_after, +1)
+            else:
+                del self._seq_ids_by_group[group_id]
 
     def _release_cpu(self, cpu_table: list[int]) -> None:
         released = [b for b in cpu_table if self.cpu.ref_count(b) == 1]

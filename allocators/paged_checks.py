@@ -11,7 +11,8 @@
   pin) beside the tables' (so they are never free), and carry no content key;
 - the lockstep set (see ``paged``): its sequences are on the GPU and own their partly
   filled last block; every running total (sum of offsets, blocks, internal
-  fragmentation, residues, table blocks, groups by size) equals its recomputation;
+  fragmentation, residues, table blocks, groups by size, the internal fragmentation
+  due at each future clock value) equals its recomputation;
   no sequence holds more than its target.
 """
 
@@ -92,6 +93,7 @@ def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
     """The lockstep set's running totals against their recomputation."""
     bs = alloc.block_size
     sum_off = blocks = internal = 0
+    final_internal_by_clock: dict[int, int] = {}
     residues: list[set[int]] = [set() for _ in range(bs)]
     for seq_id, off in alloc._off_by_seq.items():
         table = alloc._table_by_seq.get(seq_id)
@@ -104,13 +106,23 @@ def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
         blocks += len(table)
         residues[off % bs].add(seq_id)
         target = alloc._target_by_seq[seq_id]
-        if target % bs and held > target - target % bs:
-            internal += bs - target % bs
+        rest = target % bs
+        if rest and held > target - rest:
+            internal += bs - rest
+        elif rest:
+            at = target - rest + 1 - off
+            final_internal_by_clock[at] = final_internal_by_clock.get(at, 0) + bs - rest
     got = (alloc._sum_off, alloc._lockstep_blocks, alloc._lockstep_internal)
     if got != (sum_off, blocks, internal):
         raise InvariantError(
             f"paged: lockstep totals (sum of offsets, blocks, internal) {got} "
             f"!= {(sum_off, blocks, internal)}"
+        )
+    pending = {at: n for at, n in alloc._final_internal_by_clock.items() if n}
+    if pending != final_internal_by_clock or min(pending, default=alloc._clock + 1) <= alloc._clock:
+        raise InvariantError(
+            f"paged: final-block internal fragmentation by clock {pending} != "
+            f"{final_internal_by_clock} (clock {alloc._clock})"
         )
     if [set(r) for r in alloc._seq_ids_by_residue] != residues:
         raise InvariantError("paged: lockstep residue classes out of date")

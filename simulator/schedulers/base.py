@@ -159,6 +159,8 @@ class Scheduler(ABC):
         self.max_model_len = max_model_len
         self.rng = rng
         self._beam_keep_prob = spec.beam_keep_prob
+        #: parents drawn ahead for the beam steps of the current ``_advance``, by group id
+        self._parents_by_group: dict[int, list[int]] = {}
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
@@ -270,6 +272,8 @@ class Scheduler(ABC):
     def _advance(self, work: list[tuple[int, int, SequenceGroup]], now_s: float) -> None:
         """Finish, generate, fork or start riding, in the batch's order (``work`` sorted);
         the next step is steady only if :meth:`_steady_after_advance` says so."""
+        if not self._beam_keep_prob:
+            self._draw_beam_parents(work)
         for _, _, group in work:
             if group.is_riding:
                 self._finish_group(group, now_s)
@@ -583,22 +587,72 @@ class Scheduler(ABC):
             for _ in range(group.n - 1):
                 self.allocator.fork(parent, self._new_seq_id(group))
 
+    def _draw_beam_parents(self, work: list[tuple[int, int, SequenceGroup]]) -> None:
+        """The uniform parents (``beam_keep_prob`` = 0) of every beam step ``work`` will
+        take, drawn ahead: consecutive groups with the same number of beams share one
+        ``rng.integers`` call. The generator fills an array one value at a time, so the
+        values and the generator's state are those of one call per group in batch order
+        (``tests/simulator/test_beam_ancestry.py``); a group with one beam draws nothing
+        (a range of one value consumes no random numbers)."""
+        batch: list[SequenceGroup] = []
+        batch_beams = batch_size = 0
+        for _, _, group in work:
+            width = group.beam_width
+            if width == 1 or group.is_riding or group.num_generated + 1 >= group.output_len:
+                continue  # no beam step: not beam search, or the token ends the group
+            num_beams = len(group.seq_ids)
+            if num_beams == 1:
+                continue
+            if num_beams != batch_beams and batch:
+                self._draw_parents_of(batch, batch_beams, batch_size)
+                batch, batch_size = [], 0
+            batch.append(group)
+            batch_beams = num_beams
+            batch_size += width
+        if batch:
+            self._draw_parents_of(batch, batch_beams, batch_size)
+
+    def _draw_parents_of(self, groups: list[SequenceGroup], num_beams: int, size: int) -> None:
+        values = self.rng.integers(0, num_beams, size=size).tolist()
+        parents_by_group = self._parents_by_group
+        start = 0
+        for group in groups:
+            end = start + group.beam_width
+            parents_by_group[group.group_id] = values[start:end]
+            start = end
+
     def _beam_step(self, group: SequenceGroup) -> None:
-        beams = list(group.seq_ids)
+        """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
+        times continues and forks c - 1 children (``KVAllocator.free_and_fork``)."""
+        beams = group.seq_ids
+        num_beams = len(beams)
+        width = group.beam_width
         keep_prob = self._beam_keep_prob
         if keep_prob:
-            parents = beam_parents(self.rng, len(beams), group.beam_width, keep_prob)
-        else:  # beam_parents' keep_prob 0 draw, inline: the default is a hot path
-            parents = self.rng.integers(0, len(beams), size=group.beam_width)
-        counts = np.bincount(parents, minlength=len(beams)).tolist()
-        # free the beams not chosen first: a contiguous allocator forks into their regions
+            parents = beam_parents(self.rng, num_beams, width, keep_prob).tolist()
+        elif num_beams == 1:  # every slot continues the one beam (nothing is drawn)
+            parents = [0] * width
+        else:
+            parents = self._parents_by_group.pop(group.group_id, None)
+            if parents is None:  # a beam step outside _advance (the static scheduler)
+                parents = self.rng.integers(0, num_beams, size=width).tolist()
+        counts = [0] * num_beams
+        for parent in parents:
+            counts[parent] += 1
+        if num_beams == width and 0 not in counts:
+            return  # every beam continues its own line: nothing is freed or forked
+        freed = [beam for beam, count in zip(beams, counts, strict=True) if not count]
+        seq_ids: list[int] = []
+        forks: list[tuple[int, int]] = []
+        next_seq_id = self._next_seq_id
         for beam, count in zip(beams, counts, strict=True):
-            if count == 0:
-                self._free_seq(beam)
-        group.seq_ids = []
-        for parent, count in zip(beams, counts, strict=True):
-            if count == 0:
-                continue
-            group.seq_ids.append(parent)
-            for _ in range(count - 1):
-                self.allocator.fork(parent, self._new_seq_id(group))
+            if count:
+                seq_ids.append(beam)
+                for _ in range(count - 1):
+                    forks.append((beam, next_seq_id))
+                    seq_ids.append(next_seq_id)
+                    next_seq_id += 1
+        self._next_seq_id = next_seq_id
+        group.seq_ids = seq_ids
+        # the beams not chosen are freed first: a contiguous allocator forks into their regions
+        self.allocator.free_and_fork(freed, forks)

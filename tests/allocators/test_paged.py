@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagesim.allocators import AllocStatus, MemoryUsage, PagedAllocator, Transfers
-from pagesim.errors import AllocatorError, ConfigError
+from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 
 def paged(num_blocks, *, block_size=4, watermark=0.0, **kw):
@@ -277,3 +277,163 @@ def test_append_costs_are_what_group_by_group_appends_ask_and_take(req):
     cached = paged(32, block_size=4, is_prefix_caching=True)
     cached.allocate(req(0, 4, target_len=40))
     assert cached.append_costs([0]) is None
+
+
+def _state(alloc, seq_ids):
+    """Everything a caller can see of a paged allocator, and its running totals."""
+    return (
+        [(alloc.block_table(s), alloc.num_slots(s), alloc.is_lockstep(s)) for s in seq_ids],
+        alloc.gpu.free_ids(),
+        alloc.gpu.evictable_ids(),
+        [alloc.gpu.ref_count(b) for b in range(alloc.num_total_blocks)],
+        alloc.usage(False),
+        alloc.decode_totals(),
+        alloc.can_append_all(),
+        alloc._num_groups_by_size,
+        alloc._max_group_size,
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_free_and_fork_is_the_frees_then_the_forks(req, seed):
+    """Random beam steps on three groups (a pool with and without a prefix cache): one
+    free_and_fork call per step leaves the same tables, free list, lockstep and exact
+    sets, usage and totals as free() and fork() one by one, through bulk and single
+    appends (copies, final blocks) or none in between."""
+    import random
+
+    rnd = random.Random(seed)
+    caching = seed % 2 == 1
+    fused = paged(96, block_size=4, is_prefix_caching=caching)
+    plain = paged(96, block_size=4, is_prefix_caching=caching)
+    beams: dict[int, list[int]] = {}
+    next_id = 0
+    for group_id in range(3):
+        prompt = rnd.randint(1, 9)
+        for alloc in (fused, plain):
+            alloc.allocate(
+                req(group_id, prompt, seq_id=next_id, max_num_seqs=4, target_len=prompt + 23)
+            )
+        beams[group_id] = [next_id]
+        next_id += 1
+    for step in range(28):
+        for group_id, seqs in beams.items():
+            width = rnd.choice((2, 4)) if len(seqs) == 1 else len(seqs)
+            parents = [rnd.randrange(len(seqs)) for _ in range(width)]
+            counts = [parents.count(i) for i in range(len(seqs))]
+            freed = [s for s, c in zip(seqs, counts, strict=True) if not c]
+            forks, kept = [], []
+            for s, c in zip(seqs, counts, strict=True):
+                if c:
+                    kept.append(s)
+                for _ in range(c - 1):
+                    forks.append((s, next_id))
+                    kept.append(next_id)
+                    next_id += 1
+            fused.free_and_fork(freed, forks)
+            for s in freed:
+                plain.free(s)
+            for parent, child in forks:
+                plain.fork(parent, child)
+            beams[group_id] = kept
+        live = [s for seqs in beams.values() for s in seqs]
+        for alloc in (fused, plain):
+            if step % 5 == 4:  # no append (a prefill step): the next step frees exact ones
+                pass
+            elif step % 3 == 2 or not alloc.can_append_all():
+                for s in live:
+                    alloc.append_slot(s)
+            else:
+                alloc.append_slot_all()
+            alloc.check_invariants()
+        assert _state(fused, live) == _state(plain, live)
+        assert fused.drain_transfers() == plain.drain_transfers()
+
+
+def test_free_and_fork_outside_one_group_makes_the_calls_one_by_one(req):
+    """Sequences of two groups, a child forked from a child, repeated or unknown ids:
+    the same outcome, or the same error, as the single calls."""
+    fused, plain = paged(32), paged(32)
+    for alloc in (fused, plain):
+        alloc.allocate(req(0, 6, seq_id=0, max_num_seqs=4))
+        alloc.allocate(req(1, 5, seq_id=1, max_num_seqs=4))
+        alloc.fork(0, 2)
+    fused.free_and_fork([2, 1], [(0, 3), (3, 4)])
+    plain.free(2)
+    plain.free(1)
+    plain.fork(0, 3)
+    plain.fork(3, 4)
+    fused.check_invariants()
+    assert _state(fused, [0, 3, 4]) == _state(plain, [0, 3, 4])
+    assert fused.seq_ids(1) == () and fused.seq_ids(0) == (0, 3, 4)
+    with pytest.raises(AllocatorError, match="unknown sequence 2 \\(already freed\\)"):
+        fused.free_and_fork([2], [])
+    with pytest.raises(AllocatorError, match="child sequence 4 already exists"):
+        fused.free_and_fork([], [(0, 4)])
+    with pytest.raises(AllocatorError, match="unknown sequence 3 \\(already freed\\)"):
+        fused.free_and_fork([3, 3], [])
+    fused.free_and_fork([], [])
+    fused.check_invariants()
+
+
+def test_free_and_fork_of_every_sequence_drops_the_group(req):
+    alloc = paged(16)
+    alloc.allocate(req(0, 6, seq_id=0, max_num_seqs=2))
+    alloc.fork(0, 1)
+    alloc.free_and_fork([0, 1], [])
+    assert alloc.seq_ids(0) == () and alloc.num_free_blocks == 16
+    assert alloc.usage(False) == paged(16).usage(False)
+    alloc.check_invariants()
+
+
+def test_incref_all_is_repeated_incref():
+    from pagesim.allocators.block_pool import BlockPool
+
+    one, many = BlockPool(8, is_caching=True), BlockPool(8, is_caching=True)
+    for pool in (one, many):
+        pool.take_keyed(11, 4)
+        block_id, _ = pool.take_keyed(12, 8)
+        pool.decref_all([block_id])  # cached, evictable
+        pool.take()
+    for block_id in (0, 1, 2, 0):
+        one.incref(block_id)
+    many.incref_all([0, 1, 2, 0])
+    assert [one.ref_count(b) for b in range(8)] == [many.ref_count(b) for b in range(8)]
+    assert one.evictable_ids() == many.evictable_ids() == []
+    with pytest.raises(InvariantError, match="free and not cached"):
+        many.incref_all([3])
+
+
+def test_bulk_append_after_swap_in_is_per_sequence_append(req):
+    """Swapped-in sequences are exact, full last blocks or shared partly filled ones:
+    the bulk append opens and copies what single appends would, and says so when the
+    pool runs out."""
+
+    def build():
+        alloc = paged(8, block_size=4, cpu_capacity_slots=32)
+        alloc.allocate(req(0, 8, seq_id=0, max_num_seqs=2, target_len=20))
+        alloc.fork(0, 1)  # full last block: no sharing of a partly filled one
+        alloc.allocate(req(1, 6, seq_id=2, max_num_seqs=2, target_len=20))
+        alloc.fork(2, 3)  # shares its partly filled block 3
+        for group_id in (0, 1):
+            alloc.swap_out(group_id)
+            alloc.swap_in(group_id)
+        return alloc
+
+    bulk, each = build(), build()
+    seqs = (0, 1, 2, 3)
+    assert not any(bulk.is_lockstep(s) for s in seqs)
+    bulk.append_slot_all()
+    for s in seqs:
+        each.append_slot(s)
+    bulk.check_invariants()
+    assert _state(bulk, seqs) == _state(each, seqs)
+    assert bulk.drain_transfers() == each.drain_transfers()
+    short = build()
+    short.allocate(req(2, 4, seq_id=4, target_len=8))  # 3 blocks left: 4, 0 and 1 open
+    with pytest.raises(AllocatorError, match="no free block to copy shared block 3 for sequence 2"):
+        short.append_slot_all()
+    shorter = build()
+    shorter.allocate(req(2, 8, seq_id=4, target_len=12))  # 2 blocks left: 4 and 0 open
+    with pytest.raises(AllocatorError, match="no free block for sequence 1"):
+        shorter.append_slot_all()

@@ -96,3 +96,73 @@ def test_beams_that_keep_their_lines_share_less_and_runs_repeat():
     saved = [saved_frac(p) for p in (0.0, 0.5, 1.0)]
     assert saved[0] > saved[1] > saved[2] > 0  # the prompt stays shared even at p = 1
     assert saved_frac(0.5) == saved[1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_call_for_several_groups_draws_what_one_call_each_would(seed):
+    """numpy fills ``integers(0, k, size)`` one value at a time from the generator, so
+    one call for consecutive groups with the same number of beams k gives the values
+    and the generator state of one call per group, for every k and beam width, and
+    whichever 32-bit half the generator holds; k = 1 consumes nothing."""
+    rnd = np.random.default_rng(1000 + seed)
+    plan = [
+        (int(k), int(w))
+        for k, w in zip(rnd.integers(1, 10, 60), rnd.integers(1, 9, 60), strict=True)
+    ]
+    plan.sort(key=lambda kw: kw[0] % 3)  # runs of equal k, and some k that change
+    each, batched = np.random.default_rng(seed), np.random.default_rng(seed)
+    for rng in (each, batched):
+        rng.integers(0, 3, size=seed % 2)  # an odd draw leaves half of a 64-bit value
+    one_by_one = [each.integers(0, k, size=w).tolist() for k, w in plan]
+    together = []
+    for k, run in itertools.groupby(plan, key=lambda kw: kw[0]):
+        widths = [w for _, w in run]
+        values = batched.integers(0, k, size=sum(widths)).tolist()
+        for w in widths:
+            together.append(values[:w])
+            values = values[w:]
+    assert together == one_by_one
+    assert batched.bit_generator.state == each.bit_generator.state
+
+
+def test_the_scheduler_draws_each_beam_step_ahead_as_its_own_call_would():
+    """``Scheduler._draw_beam_parents``: the groups that take a beam step after this
+    token (beam search, not finished, more than one beam) get the parents one
+    ``rng.integers(0, beams, size=width)`` call each would, in batch order."""
+    from pagesim.allocators import PagedAllocator
+    from pagesim.simulator.request import SequenceGroup
+    from pagesim.simulator.schedulers import SCHEDULERS
+    from pagesim.simulator.spec import SchedulerSpec
+
+    shapes = [  # (beams, width, tokens left)
+        (4, 4, 9),
+        (4, 4, 1),
+        (1, 4, 9),
+        (3, 3, 5),
+        (3, 3, 2),
+        (4, 4, 3),
+        (1, 1, 9),
+        (2, 6, 4),
+    ]
+    groups = []
+    for group_id, (beams, width, left) in enumerate(shapes):
+        group = SequenceGroup(group_id, 0.0, 8, 10, 1, width, ())
+        group.seq_ids = list(range(10 * group_id, 10 * group_id + beams))
+        group.num_generated = 10 - left
+        groups.append(group)
+    sched = SCHEDULERS["vllm"](
+        SchedulerSpec(),
+        PagedAllocator(capacity_slots=1024),
+        max_model_len=64,
+        rng=np.random.default_rng(5),
+    )
+    sched._draw_beam_parents([(1, g.group_id, g) for g in groups])
+    rng = np.random.default_rng(5)
+    expected = {
+        g.group_id: rng.integers(0, len(g.seq_ids), size=g.beam_width).tolist()
+        for g in groups
+        if g.beam_width > 1 and len(g.seq_ids) > 1 and g.num_generated + 1 < g.output_len
+    }
+    assert sorted(expected) == [0, 3, 4, 5, 7]  # 1: its last token; 2, 6: one beam
+    assert sched._parents_by_group == expected
+    assert sched.rng.bit_generator.state == rng.bit_generator.state
