@@ -35,7 +35,12 @@ fitted on beam width 4 alone and validated on widths 2 and 6.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+#: what a beam step does to a group's beams (:func:`beam_plan`)
+BeamPlan = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
 
 
 def beam_parents(
@@ -63,3 +68,15 @@ def keep_line_prob(keep_prob: float, num_beams: int) -> float:
     k = num_beams
     other = (1.0 - keep_prob) / k
     return 1.0 - (1.0 - keep_prob - other) * (1.0 - other) ** (k - 1)
+
+
+def beam_plan(num_beams: int, parents: Sequence[int]) -> BeamPlan:
+    """The prototype's rule applied to the parents of a step's slots: the positions of
+    the beams no slot chose (freed), and for each beam chosen, in order, its position
+    and how many children it forks (chosen c times: c - 1)."""
+    counts = [0] * num_beams
+    for parent in parents:
+        counts[parent] += 1
+    freed = tuple(i for i, count in enumerate(counts) if not count)
+    kept = tuple((i, count - 1) for i, count in enumerate(counts) if count)
+    return freed, kept

@@ -78,7 +78,7 @@ from pagesim.simulator.request import (
     DecodeClock,
     SequenceGroup,
 )
-from pagesim.simulator.schedulers.ancestry import beam_parents
+from pagesim.simulator.schedulers.ancestry import BeamPlan, beam_parents, beam_plan
 from pagesim.simulator.spec import SchedulerSpec
 from pagesim.simulator.token_gaps import TokenGaps
 
@@ -159,8 +159,10 @@ class Scheduler(ABC):
         self.max_model_len = max_model_len
         self.rng = rng
         self._beam_keep_prob = spec.beam_keep_prob
-        #: parents drawn ahead for the beam steps of the current ``_advance``, by group id
-        self._parents_by_group: dict[int, list[int]] = {}
+        #: the beam steps of the current ``_advance``, planned ahead, by group id
+        self._beam_plan_by_group: dict[int, BeamPlan] = {}
+        #: beam plans by (beams, parents drawn) (see ``_beam_plan``)
+        self._beam_plans: dict[tuple[int, ...], BeamPlan] = {}
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
@@ -589,13 +591,13 @@ class Scheduler(ABC):
 
     def _draw_beam_parents(self, work: list[tuple[int, int, SequenceGroup]]) -> None:
         """The uniform parents (``beam_keep_prob`` = 0) of every beam step ``work`` will
-        take, drawn ahead: consecutive groups with the same number of beams share one
-        ``rng.integers`` call. The generator fills an array one value at a time, so the
-        values and the generator's state are those of one call per group in batch order
-        (``tests/simulator/test_beam_ancestry.py``); a group with one beam draws nothing
-        (a range of one value consumes no random numbers)."""
+        take, drawn ahead: consecutive groups with the same number of beams and width
+        share one ``rng.integers`` call. The generator fills an array one value at a
+        time, so the values and the generator's state are those of one call per group in
+        batch order (``tests/simulator/test_beam_ancestry.py``); a group with one beam
+        draws nothing (a range of one value consumes no random numbers)."""
         batch: list[SequenceGroup] = []
-        batch_beams = batch_size = 0
+        batch_shape = (0, 0)
         for _, _, group in work:
             width = group.beam_width
             if width == 1 or group.is_riding or group.num_generated + 1 >= group.output_len:
@@ -603,23 +605,30 @@ class Scheduler(ABC):
             num_beams = len(group.seq_ids)
             if num_beams == 1:
                 continue
-            if num_beams != batch_beams and batch:
-                self._draw_parents_of(batch, batch_beams, batch_size)
-                batch, batch_size = [], 0
+            if (num_beams, width) != batch_shape:
+                if batch:
+                    self._plan_beam_steps(batch, *batch_shape)
+                batch = []
+                batch_shape = (num_beams, width)
             batch.append(group)
-            batch_beams = num_beams
-            batch_size += width
         if batch:
-            self._draw_parents_of(batch, batch_beams, batch_size)
+            self._plan_beam_steps(batch, *batch_shape)
 
-    def _draw_parents_of(self, groups: list[SequenceGroup], num_beams: int, size: int) -> None:
-        values = self.rng.integers(0, num_beams, size=size).tolist()
-        parents_by_group = self._parents_by_group
-        start = 0
-        for group in groups:
-            end = start + group.beam_width
-            parents_by_group[group.group_id] = values[start:end]
-            start = end
+    def _plan_beam_steps(self, groups: list[SequenceGroup], num_beams: int, width: int) -> None:
+        """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
+        one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
+        rows = self.rng.integers(0, num_beams, size=(len(groups), width)).tolist()
+        plan_by_group = self._beam_plan_by_group
+        for group, parents in zip(groups, rows, strict=True):
+            plan_by_group[group.group_id] = self._beam_plan(num_beams, parents)
+
+    def _beam_plan(self, num_beams: int, parents: list[int]) -> BeamPlan:
+        """:func:`beam_plan`, remembered by the parents drawn (a step has few outcomes)."""
+        key = (num_beams, *parents)
+        plan = self._beam_plans.get(key)
+        if plan is None:
+            plan = self._beam_plans[key] = beam_plan(num_beams, parents)
+        return plan
 
     def _beam_step(self, group: SequenceGroup) -> None:
         """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
@@ -627,32 +636,29 @@ class Scheduler(ABC):
         beams = group.seq_ids
         num_beams = len(beams)
         width = group.beam_width
-        keep_prob = self._beam_keep_prob
-        if keep_prob:
-            parents = beam_parents(self.rng, num_beams, width, keep_prob).tolist()
-        elif num_beams == 1:  # every slot continues the one beam (nothing is drawn)
-            parents = [0] * width
-        else:
-            parents = self._parents_by_group.pop(group.group_id, None)
-            if parents is None:  # a beam step outside _advance (the static scheduler)
+        plan = self._beam_plan_by_group.pop(group.group_id, None)
+        if plan is None:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
+            if num_beams == 1:  # every slot continues the one beam (nothing is drawn)
+                parents = [0] * width
+            elif self._beam_keep_prob:
+                parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
+            else:
                 parents = self.rng.integers(0, num_beams, size=width).tolist()
-        counts = [0] * num_beams
-        for parent in parents:
-            counts[parent] += 1
-        if num_beams == width and 0 not in counts:
+            plan = self._beam_plan(num_beams, parents)
+        freed_positions, kept = plan
+        if not freed_positions and num_beams == width:
             return  # every beam continues its own line: nothing is freed or forked
-        freed = [beam for beam, count in zip(beams, counts, strict=True) if not count]
         seq_ids: list[int] = []
         forks: list[tuple[int, int]] = []
         next_seq_id = self._next_seq_id
-        for beam, count in zip(beams, counts, strict=True):
-            if count:
-                seq_ids.append(beam)
-                for _ in range(count - 1):
-                    forks.append((beam, next_seq_id))
-                    seq_ids.append(next_seq_id)
-                    next_seq_id += 1
+        for position, num_children in kept:
+            beam = beams[position]
+            seq_ids.append(beam)
+            for _ in range(num_children):
+                forks.append((beam, next_seq_id))
+                seq_ids.append(next_seq_id)
+                next_seq_id += 1
         self._next_seq_id = next_seq_id
         group.seq_ids = seq_ids
         # the beams not chosen are freed first: a contiguous allocator forks into their regions
-        self.allocator.free_and_fork(freed, forks)
+        self.allocator.free_and_fork([beams[i] for i in freed_positions], forks)

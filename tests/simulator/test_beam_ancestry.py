@@ -12,7 +12,7 @@ import pytest
 
 from pagesim.errors import ConfigError
 from pagesim.simulator import simulate
-from pagesim.simulator.schedulers.ancestry import beam_parents, keep_line_prob
+from pagesim.simulator.schedulers.ancestry import beam_parents, beam_plan, keep_line_prob
 from pagesim.simulator.spec import run_spec_from_dict
 
 
@@ -100,35 +100,30 @@ def test_beams_that_keep_their_lines_share_less_and_runs_repeat():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_one_call_for_several_groups_draws_what_one_call_each_would(seed):
-    """numpy fills ``integers(0, k, size)`` one value at a time from the generator, so
-    one call for consecutive groups with the same number of beams k gives the values
-    and the generator state of one call per group, for every k and beam width, and
-    whichever 32-bit half the generator holds; k = 1 consumes nothing."""
+    """numpy fills ``integers(0, k, size)`` one value at a time from the generator (an
+    array row by row), so one call of shape (groups, width) for consecutive groups with
+    k beams each gives the values and the generator state of one call per group, for
+    every k and width, and whichever 32-bit half the generator holds; k = 1 consumes
+    nothing."""
     rnd = np.random.default_rng(1000 + seed)
-    plan = [
-        (int(k), int(w))
-        for k, w in zip(rnd.integers(1, 10, 60), rnd.integers(1, 9, 60), strict=True)
-    ]
-    plan.sort(key=lambda kw: kw[0] % 3)  # runs of equal k, and some k that change
+    shapes = zip(rnd.integers(1, 10, 80), rnd.integers(1, 9, 80), strict=True)
+    plan = [(int(k), int(w)) for k, w in shapes]
+    plan.sort(key=lambda kw: (kw[0] + kw[1]) % 3)  # runs of one shape, and shapes that change
     each, batched = np.random.default_rng(seed), np.random.default_rng(seed)
     for rng in (each, batched):
         rng.integers(0, 3, size=seed % 2)  # an odd draw leaves half of a 64-bit value
     one_by_one = [each.integers(0, k, size=w).tolist() for k, w in plan]
     together = []
-    for k, run in itertools.groupby(plan, key=lambda kw: kw[0]):
-        widths = [w for _, w in run]
-        values = batched.integers(0, k, size=sum(widths)).tolist()
-        for w in widths:
-            together.append(values[:w])
-            values = values[w:]
+    for (k, w), run in itertools.groupby(plan):
+        together += batched.integers(0, k, size=(len(list(run)), w)).tolist()
     assert together == one_by_one
     assert batched.bit_generator.state == each.bit_generator.state
 
 
-def test_the_scheduler_draws_each_beam_step_ahead_as_its_own_call_would():
+def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_would_make():
     """``Scheduler._draw_beam_parents``: the groups that take a beam step after this
-    token (beam search, not finished, more than one beam) get the parents one
-    ``rng.integers(0, beams, size=width)`` call each would, in batch order."""
+    token (beam search, not finished, more than one beam) get the plan of the parents
+    one ``rng.integers(0, beams, size=width)`` call each would draw, in batch order."""
     from pagesim.allocators import PagedAllocator
     from pagesim.simulator.request import SequenceGroup
     from pagesim.simulator.schedulers import SCHEDULERS
@@ -143,6 +138,7 @@ def test_the_scheduler_draws_each_beam_step_ahead_as_its_own_call_would():
         (4, 4, 3),
         (1, 1, 9),
         (2, 6, 4),
+        (2, 3, 4),
     ]
     groups = []
     for group_id, (beams, width, left) in enumerate(shapes):
@@ -159,10 +155,18 @@ def test_the_scheduler_draws_each_beam_step_ahead_as_its_own_call_would():
     sched._draw_beam_parents([(1, g.group_id, g) for g in groups])
     rng = np.random.default_rng(5)
     expected = {
-        g.group_id: rng.integers(0, len(g.seq_ids), size=g.beam_width).tolist()
+        g.group_id: beam_plan(
+            len(g.seq_ids), rng.integers(0, len(g.seq_ids), size=g.beam_width).tolist()
+        )
         for g in groups
         if g.beam_width > 1 and len(g.seq_ids) > 1 and g.num_generated + 1 < g.output_len
     }
-    assert sorted(expected) == [0, 3, 4, 5, 7]  # 1: its last token; 2, 6: one beam
-    assert sched._parents_by_group == expected
+    assert sorted(expected) == [0, 3, 4, 5, 7, 8]  # 1: its last token; 2, 6: one beam
+    assert sched._beam_plan_by_group == expected
     assert sched.rng.bit_generator.state == rng.bit_generator.state
+
+
+def test_a_beam_plan_frees_the_unchosen_and_forks_the_chosen_again():
+    assert beam_plan(4, [2, 0, 2, 2]) == ((1, 3), ((0, 0), (2, 2)))
+    assert beam_plan(4, [3, 1, 0, 2]) == ((), ((0, 0), (1, 0), (2, 0), (3, 0)))
+    assert beam_plan(1, [0, 0, 0]) == ((), ((0, 2),))
