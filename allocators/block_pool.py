@@ -134,6 +134,17 @@ class BlockPool:
             else:
                 self.incref(block_id)
 
+    def copy_if_shared(self, block_id: int) -> int | None:
+        """Copy-on-write for one holder of ``block_id``: None when it is the only holder
+        (it writes in place); else a fresh block (``take``), and ``block_id`` drops that
+        holder's reference (it stays held by the others)."""
+        ref_counts = self._ref_counts
+        if ref_counts[block_id] < 2:
+            return None
+        copy_id = self.take()
+        ref_counts[block_id] -= 1
+        return copy_id
+
     def decref_all(self, block_ids: Iterable[int]) -> None:
         """Drop one reference per listed block (in order); release those that reach zero.
 

@@ -538,40 +538,45 @@ class PagedAllocator(KVAllocator):
     def _append_exact(self) -> None:
         """``append_slot`` for every exact sequence, in order: each opens a block when its
         last is full, else copies a shared last block (the last sharer writes in place),
-        and joins the lockstep set (``_join``, inline)."""
+        and joins the lockstep set (``_join``, inline). If the pool runs out, the
+        sequences not reached stay exact."""
         bs = self._block_size
         clock = self._clock
-        gpu = self.gpu
+        take = self.gpu.take
+        copy_if_shared = self.gpu.copy_if_shared
         tables = self._table_by_seq
         tokens_by_seq = self._num_tokens_by_seq
         exact_seq_ids = self._exact_seq_ids
+        self._exact_seq_ids = {}
         off_by_seq = self._off_by_seq
         by_residue = self._seq_ids_by_residue
         target_by_seq = self._target_by_seq
         final = self._final_internal_by_clock
         sum_off = blocks = internal = 0
         try:
-            for seq_id in list(exact_seq_ids):
+            for seq_id in exact_seq_ids:
                 table = tables[seq_id]
                 num_tokens = tokens_by_seq[seq_id]
                 if num_tokens % bs == 0:
-                    if gpu.num_free_blocks == 0:
-                        raise AllocatorError(f"append_slot: no free block for sequence {seq_id}")
-                    table.append(gpu.take())
+                    try:
+                        table.append(take())
+                    except AllocatorError:
+                        raise AllocatorError(
+                            f"append_slot: no free block for sequence {seq_id}"
+                        ) from None
                     self._num_table_blocks += 1
                 else:
-                    last = table[-1]
-                    if gpu.ref_count(last) > 1:
-                        if gpu.num_free_blocks == 0:
-                            raise AllocatorError(
-                                f"append_slot: no free block to copy shared block {last} "
-                                f"for sequence {seq_id}"
-                            )
-                        table[-1] = gpu.take()
-                        gpu.decref_all((last,))
+                    try:
+                        copy_id = copy_if_shared(table[-1])
+                    except AllocatorError:
+                        raise AllocatorError(
+                            f"append_slot: no free block to copy shared block {table[-1]} "
+                            f"for sequence {seq_id}"
+                        ) from None
+                    if copy_id is not None:
+                        table[-1] = copy_id
                         self._num_copied += 1
                 del tokens_by_seq[seq_id]
-                del exact_seq_ids[seq_id]
                 held = num_tokens + 1
                 off = held - clock
                 off_by_seq[seq_id] = off
@@ -586,6 +591,9 @@ class PagedAllocator(KVAllocator):
                     else:
                         at = target - rest + 1 - off
                         final[at] = final.get(at, 0) + bs - rest
+        except AllocatorError:
+            self._exact_seq_ids = {s: None for s in exact_seq_ids if s in tokens_by_seq}
+            raise
         finally:
             self._sum_off += sum_off
             self._lockstep_blocks += blocks
@@ -611,8 +619,7 @@ class PagedAllocator(KVAllocator):
                     raise AllocatorError(
                         f"append_slot: no free block to copy shared block {last} for sequence {seq_id}"
                     )
-                table[-1] = self.gpu.take()
-                self.gpu.decref_all((last,))
+                table[-1] = self.gpu.copy_if_shared(last)
                 self._num_copied += 1
         self._join(seq_id, num_tokens + 1)
 

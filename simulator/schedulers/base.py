@@ -161,8 +161,8 @@ class Scheduler(ABC):
         self._beam_keep_prob = spec.beam_keep_prob
         #: the beam steps of the current ``_advance``, planned ahead, by group id
         self._beam_plan_by_group: dict[int, BeamPlan] = {}
-        #: beam plans by (beams, parents drawn) (see ``_beam_plan``)
-        self._beam_plans: dict[tuple[int, ...], BeamPlan] = {}
+        #: beam plans by (beams, width), then by parents drawn (see ``_beam_plans_of``)
+        self._beam_plans: dict[tuple[int, int], dict[tuple[int, ...], BeamPlan]] = {}
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
@@ -618,17 +618,21 @@ class Scheduler(ABC):
         """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
         one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
         rows = self.rng.integers(0, num_beams, size=(len(groups), width)).tolist()
+        plans = self._beam_plans_of(num_beams, width)
         plan_by_group = self._beam_plan_by_group
-        for group, parents in zip(groups, rows, strict=True):
-            plan_by_group[group.group_id] = self._beam_plan(num_beams, parents)
+        for group, parents in zip(groups, map(tuple, rows), strict=True):
+            plan = plans.get(parents)
+            if plan is None:
+                plan = plans[parents] = beam_plan(num_beams, parents)
+            plan_by_group[group.group_id] = plan
 
-    def _beam_plan(self, num_beams: int, parents: list[int]) -> BeamPlan:
-        """:func:`beam_plan`, remembered by the parents drawn (a step has few outcomes)."""
-        key = (num_beams, *parents)
-        plan = self._beam_plans.get(key)
-        if plan is None:
-            plan = self._beam_plans[key] = beam_plan(num_beams, parents)
-        return plan
+    def _beam_plans_of(self, num_beams: int, width: int) -> dict[tuple[int, ...], BeamPlan]:
+        """The :func:`beam_plan` of each parents drawn so far for this many beams and
+        slots (a width-4 step has 256 outcomes: plans are remembered, not recounted)."""
+        plans = self._beam_plans.get((num_beams, width))
+        if plans is None:
+            plans = self._beam_plans[num_beams, width] = {}
+        return plans
 
     def _beam_step(self, group: SequenceGroup) -> None:
         """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
@@ -644,7 +648,7 @@ class Scheduler(ABC):
                 parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
             else:
                 parents = self.rng.integers(0, num_beams, size=width).tolist()
-            plan = self._beam_plan(num_beams, parents)
+            plan = beam_plan(num_beams, parents)
         freed_positions, kept = plan
         if not freed_positions and num_beams == width:
             return  # every beam continues its own line: nothing is freed or forked

@@ -437,3 +437,18 @@ def test_bulk_append_after_swap_in_is_per_sequence_append(req):
     shorter.allocate(req(2, 8, seq_id=4, target_len=12))  # 2 blocks left: 4 and 0 open
     with pytest.raises(AllocatorError, match="no free block for sequence 1"):
         shorter.append_slot_all()
+
+
+def test_copy_if_shared_takes_a_block_only_for_a_shared_one():
+    from pagesim.allocators.block_pool import BlockPool
+
+    pool = BlockPool(3)
+    shared, alone = pool.take(), pool.take()
+    pool.incref(shared)
+    assert pool.copy_if_shared(alone) is None and pool.ref_count(alone) == 1
+    assert pool.copy_if_shared(shared) == 2  # the next free block
+    assert [pool.ref_count(b) for b in range(3)] == [1, 1, 1]
+    pool.incref(shared)
+    with pytest.raises(AllocatorError, match="out of blocks"):
+        pool.copy_if_shared(shared)
+    assert pool.ref_count(shared) == 2  # nothing changed
