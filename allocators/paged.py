@@ -671,9 +671,10 @@ class PagedAllocator(KVAllocator):
     def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
         """``KVAllocator.free_and_fork`` in one pass over one GPU group's bookkeeping: the
         same blocks released and shared in the same order, the same lockstep and exact
-        sets, the group's size counted once. When a call would fail or reach past the
-        group (sequences of other groups or swapped out, repeated ids, a parent freed or
-        forked in the same call, a child id in use) it makes the calls one by one."""
+        sets, the group's size counted once (at the end, or when a call fails). A call
+        that reaches past the group (a sequence of another group, a swapped-out group) or
+        would fail (an unknown or freed sequence, a child id in use) is made as such, and
+        raises what it raises."""
         group_by_seq = self._group_by_seq
         if seq_ids:
             group_id = group_by_seq.get(seq_ids[0])
@@ -681,19 +682,7 @@ class PagedAllocator(KVAllocator):
             group_id = group_by_seq.get(forks[0][0])
         else:
             return
-        ids = set(seq_ids)
-        for seq_id in seq_ids:
-            if group_by_seq.get(seq_id) != group_id:
-                group_id = None
-        for parent, child in forks:
-            if group_by_seq.get(parent) != group_id or parent in ids or child in group_by_seq:
-                group_id = None
-            ids.add(child)
-        if (
-            group_id is None
-            or len(ids) != len(seq_ids) + len(forks)
-            or group_id in self._swapped_group_ids
-        ):
+        if group_id is None or group_id in self._swapped_group_ids:
             super().free_and_fork(seq_ids, forks)
             return
         members = self._seq_ids_by_group[group_id]
@@ -709,71 +698,79 @@ class PagedAllocator(KVAllocator):
         target_by_seq = self._target_by_seq
         freed_seq_ids = self._freed_seq_ids
         gpu = self.gpu
-        # lockstep totals that leaving changes (as _leave does)
+        # lockstep totals that leaving changes (as _leave does), applied at the end
         sum_off = blocks = internal = 0
-        for seq_id in seq_ids:  # free(seq_id)
-            table = tables.pop(seq_id)
-            off = off_by_seq.pop(seq_id, None)
-            target = target_by_seq.pop(seq_id)
-            if off is None:
-                del tokens_by_seq[seq_id]
-                del exact_seq_ids[seq_id]
-            else:
-                del by_residue[off % bs][seq_id]
-                sum_off += off
-                blocks += len(table)
-                rest = target % bs
-                if rest:
-                    if off + clock > target - rest:
-                        internal += bs - rest
-                    else:
-                        final[target - rest + 1 - off] -= bs - rest
-            self._num_table_blocks -= len(table)
-            gpu.decref_all(reversed(table))
-            del group_by_seq[seq_id]
-            freed_seq_ids.add(seq_id)
-            del members[seq_id]
-        for parent, child in forks:  # fork(parent, child)
-            table = tables[parent]
-            gpu.incref_all(table)
-            target = target_by_seq[parent]
-            target_by_seq[child] = target
-            tables[child] = table.copy()
-            self._num_table_blocks += len(table)
-            group_by_seq[child] = group_id
-            members[child] = None
-            freed_seq_ids.discard(child)
-            off = off_by_seq.get(parent)
-            num_tokens = tokens_by_seq[parent] if off is None else off + clock
-            if num_tokens % bs == 0:
-                self._join(child, num_tokens)
-                continue
-            # the partly filled last block is now shared: parent and child are exact
-            if off is not None:
-                del off_by_seq[parent]
-                del by_residue[off % bs][parent]
-                sum_off += off
-                blocks += len(table)
-                rest = target % bs
-                if rest:
-                    if num_tokens > target - rest:
-                        internal += bs - rest
-                    else:
-                        final[target - rest + 1 - off] -= bs - rest
-                tokens_by_seq[parent] = num_tokens
-                exact_seq_ids[parent] = None
-            tokens_by_seq[child] = num_tokens
-            exact_seq_ids[child] = None
-        self._sum_off -= sum_off
-        self._lockstep_blocks -= blocks
-        self._lockstep_internal -= internal
-        size_after = len(members)
-        if size_after != size_before:
-            self._count_group(size_before, -1)
-            if size_after:
-                self._count_group(size_after, +1)
-            else:
-                del self._seq_ids_by_group[group_id]
+        try:
+            for seq_id in seq_ids:  # free(seq_id)
+                if group_by_seq.get(seq_id) != group_id:
+                    self.free(seq_id)
+                    continue
+                table = tables.pop(seq_id)
+                off = off_by_seq.pop(seq_id, None)
+                target = target_by_seq.pop(seq_id)
+                if off is None:
+                    del tokens_by_seq[seq_id]
+                    del exact_seq_ids[seq_id]
+                else:
+                    del by_residue[off % bs][seq_id]
+                    sum_off += off
+                    blocks += len(table)
+                    rest = target % bs
+                    if rest:
+                        if off + clock > target - rest:
+                            internal += bs - rest
+                        else:
+                            final[target - rest + 1 - off] -= bs - rest
+                self._num_table_blocks -= len(table)
+                gpu.decref_all(reversed(table))
+                del group_by_seq[seq_id]
+                freed_seq_ids.add(seq_id)
+                del members[seq_id]
+            for parent, child in forks:  # fork(parent, child)
+                if group_by_seq.get(parent) != group_id or child in group_by_seq:
+                    self.fork(parent, child)
+                    continue
+                table = tables[parent]
+                gpu.incref_all(table)
+                target = target_by_seq[parent]
+                target_by_seq[child] = target
+                tables[child] = table.copy()
+                self._num_table_blocks += len(table)
+                group_by_seq[child] = group_id
+                members[child] = None
+                freed_seq_ids.discard(child)
+                off = off_by_seq.get(parent)
+                num_tokens = tokens_by_seq[parent] if off is None else off + clock
+                if num_tokens % bs == 0:
+                    self._join(child, num_tokens)
+                    continue
+                # the partly filled last block is now shared: parent and child are exact
+                if off is not None:
+                    del off_by_seq[parent]
+                    del by_residue[off % bs][parent]
+                    sum_off += off
+                    blocks += len(table)
+                    rest = target % bs
+                    if rest:
+                        if num_tokens > target - rest:
+                            internal += bs - rest
+                        else:
+                            final[target - rest + 1 - off] -= bs - rest
+                    tokens_by_seq[parent] = num_tokens
+                    exact_seq_ids[parent] = None
+                tokens_by_seq[child] = num_tokens
+                exact_seq_ids[child] = None
+        finally:
+            self._sum_off -= sum_off
+            self._lockstep_blocks -= blocks
+            self._lockstep_internal -= internal
+            size_after = len(members)
+            if size_after != size_before:
+                self._count_group(size_before, -1)
+                if size_after:
+                    self._count_group(size_after, +1)
+                else:
+                    del self._seq_ids_by_group[group_id]
 
     def _release_cpu(self, cpu_table: list[int]) -> None:
         released = [b for b in cpu_table if self.cpu.ref_count(b) == 1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from pagesim.allocators import AllocStatus, MemoryUsage, PagedAllocator, Transfers
@@ -350,30 +352,55 @@ def test_free_and_fork_is_the_frees_then_the_forks(req, seed):
         assert fused.drain_transfers() == plain.drain_transfers()
 
 
-def test_free_and_fork_outside_one_group_makes_the_calls_one_by_one(req):
-    """Sequences of two groups, a child forked from a child, repeated or unknown ids:
-    the same outcome, or the same error, as the single calls."""
-    fused, plain = paged(32), paged(32)
-    for alloc in (fused, plain):
+def test_free_and_fork_outside_one_group_or_failing_is_the_calls_one_by_one(req):
+    """Sequences of two groups, a child forked from a child, a swapped-out group,
+    repeated, unknown or freed ids: the same outcome, or the same error after the same
+    calls took effect, as the single calls."""
+
+    def build():
+        alloc = paged(32, cpu_capacity_slots=64)
         alloc.allocate(req(0, 6, seq_id=0, max_num_seqs=4))
         alloc.allocate(req(1, 5, seq_id=1, max_num_seqs=4))
+        alloc.allocate(req(2, 7, seq_id=9, max_num_seqs=4))
         alloc.fork(0, 2)
-    fused.free_and_fork([2, 1], [(0, 3), (3, 4)])
-    plain.free(2)
-    plain.free(1)
-    plain.fork(0, 3)
-    plain.fork(3, 4)
-    fused.check_invariants()
-    assert _state(fused, [0, 3, 4]) == _state(plain, [0, 3, 4])
-    assert fused.seq_ids(1) == () and fused.seq_ids(0) == (0, 3, 4)
-    with pytest.raises(AllocatorError, match="unknown sequence 2 \\(already freed\\)"):
-        fused.free_and_fork([2], [])
-    with pytest.raises(AllocatorError, match="child sequence 4 already exists"):
-        fused.free_and_fork([], [(0, 4)])
-    with pytest.raises(AllocatorError, match="unknown sequence 3 \\(already freed\\)"):
-        fused.free_and_fork([3, 3], [])
-    fused.free_and_fork([], [])
-    fused.check_invariants()
+        alloc.fork(9, 10)
+        alloc.swap_out(2)
+        return alloc
+
+    def one_by_one(alloc, seq_ids, forks):
+        for seq_id in seq_ids:
+            alloc.free(seq_id)
+        for parent, child in forks:
+            alloc.fork(parent, child)
+
+    fused, plain = build(), build()
+    steps = [
+        ([2, 1], [(0, 3), (3, 4)]),  # two groups; a child's child
+        ([2], []),  # already freed
+        ([], [(0, 4)]),  # the child exists
+        ([3, 3], []),  # freed twice: the first free stands
+        ([0], [(0, 5)]),  # the parent was just freed
+        ([], [(4, 6), (4, 6)]),  # the same child twice
+        ([10], [(9, 11)]),  # a swapped-out group
+        ([], [(77, 12)]),  # never allocated
+        ([], []),
+        ([4, 6], []),  # every sequence: the group goes
+    ]
+    for seq_ids, forks in steps:
+        outcomes = []
+        for alloc, call in ((fused, fused.free_and_fork), (plain, partial(one_by_one, plain))):
+            try:
+                call(seq_ids, forks)
+                outcomes.append(None)
+            except AllocatorError as exc:
+                outcomes.append(str(exc))
+            alloc.check_invariants()
+        assert outcomes[0] == outcomes[1]
+        live = sorted(s for g in range(3) for s in plain.seq_ids(g))
+        assert [fused.seq_ids(g) for g in range(3)] == [plain.seq_ids(g) for g in range(3)]
+        gpu_live = [s for s in live if not plain.is_swapped(plain._group_by_seq[s])]
+        assert _state(fused, gpu_live) == _state(plain, gpu_live)
+    assert fused.seq_ids(0) == () and fused.num_free_blocks == plain.num_free_blocks
 
 
 def test_free_and_fork_of_every_sequence_drops_the_group(req):
