@@ -22,7 +22,8 @@ Modelling rules (vLLM v0 ``block_manager_v1.py``; PagedAttention paper §4):
 - ``can_append_slots(group)``: free blocks >= running sequences of the group
   (vLLM v0's conservative check: each may open or copy one block).
 - ``fork`` shares every block of the parent (reference counts + 1); beam search
-  forks kept beams and frees dropped ones, each O(table length).
+  forks kept beams and frees dropped ones, each O(table length) (``free_and_fork``:
+  one group's frees, then its forks, in one call).
 - ``free`` releases a table from its tail, so a released prefix is evicted from the
   tail and the next allocation reuses the same ids (the stack is LIFO).
 - Prefix caching: see ``prefix_cache``. Full prompt blocks are taken by content key

@@ -43,6 +43,10 @@ finishes, the allocator appends one slot to every sequence in bulk
 allocator's running totals (``decode_totals``). A decode step then costs O(1) plus the
 groups that need work of their own (finishing, forking, beams). When the bulk
 condition does not hold, the scheduler takes the per-group path of the same rule.
+A step's beam groups draw their parents ahead in one generator call (the same values
+and generator state as one call each), a drawn row's outcome is remembered (a width-4
+step has 256), and each group frees and forks in one allocator call
+(``free_and_fork``).
 
 Steady runs. A step whose decisions the next steps would repeat exactly (a bulk decode
 of every running group, nothing to admit, swap in or advance by hand) is *steady*;
