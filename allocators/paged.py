@@ -504,15 +504,22 @@ class PagedAllocator(KVAllocator):
         bs = self._block_size
         openers = self._seq_ids_by_residue[-self._clock % bs]
         if openers:
-            take = self.gpu.take
             tables = self._table_by_seq
-            for seq_id in openers:
-                tables[seq_id].append(take())
+            for seq_id, block_id in zip(openers, self.gpu.take_many(len(openers)), strict=True):
+                tables[seq_id].append(block_id)
             self._lockstep_blocks += len(openers)
             self._num_table_blocks += len(openers)
         self._clock += 1
         events = self._final_block_events
-        while events and events[0][0] <= self._clock:
+        if events and events[0][0] <= self._clock:
+            self._final_blocks_due(self._clock)
+
+    def _final_blocks_due(self, clock: int) -> None:
+        """The lockstep sequences that opened their final block by ``clock``: the slots
+        that block will never fill become internal fragmentation."""
+        bs = self._block_size
+        events = self._final_block_events
+        while events and events[0][0] <= clock:
             _, seq_id, join_id = heapq.heappop(events)
             if self._join_id_by_seq.get(seq_id) == join_id:
                 del self._join_id_by_seq[seq_id]
@@ -529,15 +536,43 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        if not self.can_append_all():
+        # can_append_all (no exact sequence), then _append_lockstep and _pool_usage,
+        # inline: this runs once per step of a decode span
+        bs = self._block_size
+        gpu = self.gpu
+        num_free = gpu.num_free_blocks
+        openers = self._seq_ids_by_residue[-self._clock % bs]
+        num_open = len(openers)
+        if self._max_group_size and num_free - num_open < self._max_group_size:
             return None
-        self._append_lockstep()
+        if num_open:
+            tables = self._table_by_seq
+            if num_open == 1:
+                tables[next(iter(openers))].append(gpu.take())
+            else:
+                for seq_id, block_id in zip(openers, gpu.take_many(num_open), strict=True):
+                    tables[seq_id].append(block_id)
+            num_free -= num_open
+            self._lockstep_blocks += num_open
+            self._num_table_blocks += num_open
+        clock = self._clock = self._clock + 1
+        events = self._final_block_events
+        if events and events[0][0] <= clock:
+            self._final_blocks_due(clock)
         num_seqs = len(self._off_by_seq)
-        held = self._sum_off + num_seqs * self._clock
-        holes = self._lockstep_blocks * self._block_size - held
+        held = self._sum_off + num_seqs * clock
+        holes = self._lockstep_blocks * bs - held
         internal = self._lockstep_internal
-        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
-            holes, holes - internal, internal, is_blocked
+        num_blocks = gpu.num_blocks
+        free_slots = num_free * bs
+        outside = self._capacity_slots - num_blocks * bs
+        return (num_seqs, held, self._num_table_blocks), (
+            (num_blocks - num_free) * bs - holes,
+            holes - internal,
+            internal,
+            outside + free_slots if is_blocked else outside,
+            0 if is_blocked else free_slots,
+            (self._num_table_blocks + len(self._pinned_ids) - num_blocks + num_free) * bs,
         )
 
     def append_slot(self, seq_id: int) -> None:

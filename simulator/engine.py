@@ -215,9 +215,12 @@ class Engine:
                 (num_seqs, num_slots, num_blocks), usage_slots = measured
                 duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
                 end_s = t + duration_s
+                arrived = False
                 if end_s >= horizon_s:
                     yield _timeout_at(env, end_s)
                     horizon_s = min(self.next_arrival_s, self.limit_s)
+                    # requests arrive only while SimPy runs other processes
+                    arrived = self.num_arrived != num_arrived
                 tick(end_s)
                 finished = i == last and finish_due(end_s)
                 if finished:
@@ -227,7 +230,7 @@ class Engine:
                     sched.check_invariants()
                 record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                 t = end_s
-                if self.num_arrived != num_arrived:
+                if arrived:
                     self.last_event_s = t
                     return t
                 if finished:

@@ -138,7 +138,17 @@ class StepRecorder:
         queue_sums[0] += queues[0]
         queue_sums[1] += queues[1]
         queue_sums[2] += queues[2]
-        self._add_memory(acc, duration_s, usage_slots)
+        # _add_memory, inline (this runs once per step of a decode span)
+        token, reserved, internal, external, unused, saved = usage_slots
+        window = acc.mem_slot_s
+        window[0] += token * duration_s
+        window[1] += reserved * duration_s
+        window[2] += internal * duration_s
+        window[3] += external * duration_s
+        window[4] += unused * duration_s
+        acc.shared_saved_slot_s += saved * duration_s
+        acc.duration_s += duration_s
+        acc.free_block_s += (external + unused) // self.block_size * duration_s
         if self.every_step:
             self._close()
 

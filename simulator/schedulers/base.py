@@ -65,7 +65,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pagesim.allocators.base import AllocStatus, DecodeTotals, KVAllocator, MemoryUsage
+from pagesim.allocators.base import (
+    AllocRequest,
+    AllocStatus,
+    DecodeTotals,
+    KVAllocator,
+    MemoryUsage,
+)
 from pagesim.errors import InvariantError
 from pagesim.simulator.plan import BatchPlan, Prefill
 from pagesim.simulator.request import (
@@ -475,9 +481,13 @@ class Scheduler(ABC):
             self._allocate(group)
         return status
 
-    def _admission_status(self, group: SequenceGroup) -> AllocStatus:
+    def _admission_status(
+        self, group: SequenceGroup, req: AllocRequest | None = None
+    ) -> AllocStatus:
+        """The allocator's answer for ``group``'s admission (``req``: its
+        ``alloc_request(-1)``, if the caller has built it)."""
         true_len = group.output_len if self.allocator.needs_true_output_len else None
-        return self.allocator.can_allocate(group.alloc_request(-1), true_len)
+        return self.allocator.can_allocate(req or group.alloc_request(-1), true_len)
 
     def _allocate(self, group: SequenceGroup) -> None:
         """Admit ``group`` (its admission check said OK): one sequence holds the prompt,

@@ -118,15 +118,16 @@ class VllmScheduler(Scheduler):
             group = self.waiting[0]
             if self._holds_back(group):
                 break
-            num_tokens = group.num_prefill_tokens
-            num_new = num_tokens - self.allocator.num_pinned_tokens(group.alloc_request(-1))
+            req = group.alloc_request(-1)
+            num_tokens = req.num_tokens
+            num_new = num_tokens - self.allocator.num_pinned_tokens(req)
             if num_tokens > self.max_model_len or num_new > spec.max_num_batched_tokens:
                 self.waiting.popleft()
                 self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
                 continue
             if self._reject_if_too_many_seqs(group):
                 continue
-            status = self._admission_status(group)
+            status = self._admission_status(group, req)
             if status is AllocStatus.LATER:
                 return admitted, True
             if status is AllocStatus.NEVER:
