@@ -365,16 +365,20 @@ class PagedAllocator(KVAllocator):
             return AllocStatus.OK
         return AllocStatus.LATER
 
-    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
+    def _required_blocks(self, req: AllocRequest) -> int:
+        """The fresh blocks an admission of ``req`` asks for (the pinned prefix's are held)."""
         check_request(req)
-        required = self._num_blocks_for(req.num_tokens)
+        required = -(-req.num_tokens // self._block_size)
         if self._pinned_ids:
             required -= self.num_pinned_tokens(req) // self._block_size
-        return self._watermark_status(required)
+        return required
+
+    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
+        return self._watermark_status(self._required_blocks(req))
 
     def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:
         """Blocks for the prompt (or the recomputed context); full prompt blocks by content key."""
-        if self.can_allocate(req) is not AllocStatus.OK:
+        if self._watermark_status(self._required_blocks(req)) is not AllocStatus.OK:
             return None
         if req.seq_id in self._group_by_seq:
             raise AllocatorError(f"allocate: sequence {req.seq_id} is already allocated")

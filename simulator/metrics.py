@@ -323,14 +323,10 @@ class StepRecorder:
 
 
 def _slots(usage: MemoryUsage) -> tuple[int, int, int, int, int, int]:
-    return (
-        usage.token_slots,
-        usage.reserved_slots,
-        usage.internal_frag_slots,
-        usage.external_frag_slots,
-        usage.unused_slots,
-        usage.shared_saved_slots,
-    )
+    """``usage`` without its capacity: token, reserved, internal, external, unused and
+    shared-saved slots (``KVAllocator.usage_slots``; MemoryUsage is that tuple after
+    ``capacity_slots``)."""
+    return usage[1:]
 
 
 class _Window:
