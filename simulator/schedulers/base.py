@@ -49,7 +49,8 @@ of every running group, nothing to admit, swap in or advance by hand) is *steady
 :meth:`Scheduler.steady_ticks` says for how many steps, up to the next finish. A
 decode step sets it from its own decisions (``schedule``); a step after which groups
 finished, forked or started riding sets it when :meth:`Scheduler._steady_after_advance`
-holds (nothing waits, nothing is swapped out). The engine runs those steps through
+holds (nothing waits, nothing is swapped out; for vllm also: the step prefilled
+prompts, its admission stopped at a head that memory holds back, and nothing ended). The engine runs those steps through
 :meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
 ``append_all_measured``, without calling ``schedule``; the allocator refuses (None)
 when a step would copy or swap, so such a step always goes through ``schedule``.
@@ -254,12 +255,14 @@ class Scheduler(ABC):
         self._advance(sorted((1, g.group_id, g) for g in due), now_s)
         return True
 
-    def _steady_after_advance(self) -> bool:
+    def _steady_after_advance(self, ended: bool) -> bool:
         """Whether the next ``schedule()``, after groups finished, forked or started
         riding, is a steady decode (:meth:`steady_ticks`) with nothing blocked: yes for a
         scheduler whose groups ride the clock when nothing waits and nothing is swapped
         out (nothing to admit or bring back: every running group appends a slot and
-        decodes). A scheduler whose rules differ overrides this (False is always safe)."""
+        decodes). ``ended``: a group finished or was rejected in the advance (its memory
+        is free again). A scheduler whose rules differ overrides this (False is always
+        safe); one that answers True with a request blocked sets ``_steady_blocked``."""
         return self.rides_clock and not self.waiting and not self.swapped
 
     def steady_counts(self) -> tuple[int, tuple[int, int, int], bool]:
@@ -276,6 +279,7 @@ class Scheduler(ABC):
     def _advance(self, work: list[tuple[int, int, SequenceGroup]], now_s: float) -> None:
         """Finish, generate, fork or start riding, in the batch's order (``work`` sorted);
         the next step is steady only if :meth:`_steady_after_advance` says so."""
+        num_done = len(self._done)
         for _, _, group in work:
             if group.is_riding:
                 self._finish_group(group, now_s)
@@ -286,8 +290,8 @@ class Scheduler(ABC):
             elif self.rides_clock and group.beam_width == 1:
                 del self._individual[group]
                 self._ride(group)
-        self._steady = self._steady_after_advance()
         self._steady_blocked = False
+        self._steady = self._steady_after_advance(len(self._done) != num_done)
 
     def steady_ticks(self) -> int:
         """After a decode step: how many more steps would repeat its decisions exactly,

@@ -80,12 +80,17 @@ class VllmScheduler(Scheduler):
     needs_paged = True
     pairing_note = "it preempts and swaps blocks"
     rides_clock = True
+    #: the last ``schedule()`` prefilled prompts and its admission stopped at a head
+    #: that memory held back (LATER); read once by :meth:`_steady_after_advance`
+    _prefilled_then_later = False
 
     def schedule(self, now_s: float) -> Step:
         is_blocked = False
+        self._prefilled_then_later = False
         if not self.swapped:
             admitted, is_blocked = self._admit()
             if admitted:
+                self._prefilled_then_later = is_blocked
                 return self._step(decode_groups=0, is_blocked=is_blocked, ticks=False)
         is_bulk = self.allocator.can_append_all()
         preempted = self._reserve_decode_slots(is_bulk)
@@ -103,6 +108,21 @@ class VllmScheduler(Scheduler):
             and not self._swapped_in
             and (is_blocked or not self.waiting),
         )
+
+    def _steady_after_advance(self, ended: bool) -> bool:
+        """Also steady, with the head blocked, after a prefill step whose admission
+        stopped at a head that memory held back, when no group ended in it: memory has
+        not grown since that check (a first token takes no block; forks share theirs),
+        so the next ``schedule()`` would find the head LATER again, admit nothing and
+        decode every running group, which a steady run does (and stops at its first
+        step when the allocator cannot append in bulk)."""
+        then_later, self._prefilled_then_later = self._prefilled_then_later, False
+        if super()._steady_after_advance(ended):
+            return True
+        if then_later and not ended and not self.swapped:
+            self._steady_blocked = True
+            return True
+        return False
 
     # ---- 1. admission --------------------------------------------------------------
 
