@@ -49,8 +49,9 @@ of every running group, nothing to admit, swap in or advance by hand) is *steady
 :meth:`Scheduler.steady_ticks` says for how many steps, up to the next finish. A
 decode step sets it from its own decisions (``schedule``); a step after which groups
 finished, forked or started riding sets it when :meth:`Scheduler._steady_after_advance`
-holds (nothing waits, nothing is swapped out; for vllm also: the step prefilled
-prompts, its admission stopped at a head that memory holds back, and nothing ended). The engine runs those steps through
+holds (nothing waits, nothing is swapped out; for vllm also: nothing is swapped out
+and the head of the queue waits for memory, and a request that arrives behind such a
+head leaves the run steady). The engine runs those steps through
 :meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
 ``append_all_measured``, without calling ``schedule``; the allocator refuses (None)
 when a step would copy or swap, so such a step always goes through ``schedule``.
@@ -451,9 +452,13 @@ class Scheduler(ABC):
             self._free_seq(seq_id)
         group.seq_ids = []
 
+    def _too_many_seqs(self, group: SequenceGroup) -> bool:
+        """``group`` forks into more sequences than ``max_num_seqs`` (it can never run)."""
+        return group.max_num_seqs > self.spec.max_num_seqs
+
     def _reject_if_too_many_seqs(self, group: SequenceGroup) -> bool:
         """Reject the head of ``waiting`` when it forks into more sequences than the cap."""
-        if group.max_num_seqs <= self.spec.max_num_seqs:
+        if not self._too_many_seqs(group):
             return False
         self.waiting.popleft()
         self._reject(group, too_many_seqs_reason(group.max_num_seqs, self.spec.max_num_seqs))

@@ -232,14 +232,28 @@ def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
                 "min_len": 1,  # prompts that finish in their prefill step free memory
             }
         },
+        {"arrivals": {"process": "poisson", "rate_req_s": 30.0}},
+        {
+            "arrivals": {"process": "poisson", "rate_req_s": 30.0},
+            "scheduler": {"kind": "vllm", "max_num_batched_tokens": 1024},
+        },
     ],
-    ids=["recompute", "swap", "watermark", "parallel", "short-outputs"],
+    ids=[
+        "recompute",
+        "swap",
+        "watermark",
+        "parallel",
+        "short-outputs",
+        "arrivals",
+        "arrivals-budget",
+    ],
 )
-def test_a_prefill_stopped_by_memory_starts_a_steady_run(monkeypatch, overrides):
-    """vllm: after a prefill step whose admission stopped at a head that memory held
-    back, and in which nothing ended, the next steps run as a steady decode span with
-    the head blocked (no ``schedule()`` call for them). The results are those of
-    calling ``schedule()`` there (the rule switched off) and the calls are fewer."""
+def test_steady_behind_a_blocked_head(monkeypatch, overrides):
+    """vllm: while the head of the queue waits for memory (after a prefill step that
+    stopped there, after groups finished without freeing enough, and as requests
+    arrive behind it), the decode steps run as steady spans without ``schedule()``.
+    The results are those of calling ``schedule()`` there (the rule switched off) and
+    the calls are fewer."""
     cls = SCHEDULERS["vllm"]
     doc = {
         "workload": {"name": "sharegpt", "num_requests": 120},
@@ -259,14 +273,7 @@ def test_a_prefill_stopped_by_memory_starts_a_steady_run(monkeypatch, overrides)
     monkeypatch.setattr(cls, "schedule", counted)
     with_rule = simulate(spec)
     calls_with_rule = len(calls)
-
-    original_after = cls._steady_after_advance
-
-    def without_rule(self, ended):
-        self._prefilled_then_later = False
-        return original_after(self, ended)
-
-    monkeypatch.setattr(cls, "_steady_after_advance", without_rule)
+    monkeypatch.setattr(cls, "steady_behind_blocked_head", False)
     calls.clear()
     without = simulate(spec)
     pd.testing.assert_frame_equal(with_rule.requests, without.requests)
