@@ -367,16 +367,20 @@ class PagedAllocator(KVAllocator):
             return AllocStatus.OK
         return AllocStatus.LATER
 
-    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
+    def _required_blocks(self, req: AllocRequest) -> int:
+        """The fresh blocks an admission of ``req`` asks for (the pinned prefix's are held)."""
         check_request(req)
-        required = self._num_blocks_for(req.num_tokens)
+        required = -(-req.num_tokens // self._block_size)
         if self._pinned_ids:
             required -= self.num_pinned_tokens(req) // self._block_size
-        return self._watermark_status(required)
+        return required
+
+    def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:
+        return self._watermark_status(self._required_blocks(req))
 
     def allocate(self, req: AllocRequest, true_output_len: int | None = None) -> Allocation | None:
         """Blocks for the prompt (or the recomputed context); full prompt blocks by content key."""
-        if self.can_allocate(req) is not AllocStatus.OK:
+        if self._watermark_status(self._required_blocks(req)) is not AllocStatus.OK:
             return None
         if req.seq_id in self._group_by_seq:
             raise AllocatorError(f"allocate: sequence {req.seq_id} is already allocated")
@@ -505,10 +509,9 @@ class PagedAllocator(KVAllocator):
         bs = self._block_size
         openers = self._seq_ids_by_residue[-self._clock % bs]
         if openers:
-            take = self.gpu.take
             tables = self._table_by_seq
-            for seq_id in openers:
-                tables[seq_id].append(take())
+            for seq_id, block_id in zip(openers, self.gpu.take_many(len(openers)), strict=True):
+                tables[seq_id].append(block_id)
             self._lockstep_blocks += len(openers)
             self._num_table_blocks += len(openers)
         self._clock += 1
@@ -525,15 +528,41 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        if not self.can_append_all():
+        # can_append_all (no exact sequence), then _append_lockstep and _pool_usage,
+        # inline: this runs once per step of a decode span
+        bs = self._block_size
+        gpu = self.gpu
+        num_free = gpu.num_free_blocks
+        openers = self._seq_ids_by_residue[-self._clock % bs]
+        num_open = len(openers)
+        if self._max_group_size and num_free - num_open < self._max_group_size:
             return None
-        self._append_lockstep()
+        if num_open:
+            tables = self._table_by_seq
+            if num_open == 1:
+                tables[next(iter(openers))].append(gpu.take())
+            else:
+                for seq_id, block_id in zip(openers, gpu.take_many(num_open), strict=True):
+                    tables[seq_id].append(block_id)
+            num_free -= num_open
+            self._lockstep_blocks += num_open
+            self._num_table_blocks += num_open
+        clock = self._clock = self._clock + 1
+        self._lockstep_internal += self._final_internal_by_clock.pop(clock, 0)
         num_seqs = len(self._off_by_seq)
-        held = self._sum_off + num_seqs * self._clock
-        holes = self._lockstep_blocks * self._block_size - held
+        held = self._sum_off + num_seqs * clock
+        holes = self._lockstep_blocks * bs - held
         internal = self._lockstep_internal
-        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
-            holes, holes - internal, internal, is_blocked
+        num_blocks = gpu.num_blocks
+        free_slots = num_free * bs
+        outside = self._capacity_slots - num_blocks * bs
+        return (num_seqs, held, self._num_table_blocks), (
+            (num_blocks - num_free) * bs - holes,
+            holes - internal,
+            internal,
+            outside + free_slots if is_blocked else outside,
+            0 if is_blocked else free_slots,
+            (self._num_table_blocks + len(self._pinned_ids) - num_blocks + num_free) * bs,
         )
 
     def _append_exact(self) -> None:

@@ -3,13 +3,22 @@
 The subpackages are layers, and imports point one way:
 ``workloads``, ``allocators`` -> ``simulator`` -> ``experiments``.
 ``calibrate`` writes profile files whose schema ``simulator.costmodel`` owns.
+
+``pagesim.__version__`` is read from the installed package's metadata when first asked
+for (reading it costs more than importing the simulator's own modules).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("pagesim")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
-
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    if name != "__version__":
+        raise AttributeError(f"module 'pagesim' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        value = version("pagesim")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        value = "0.0.0+unknown"
+    globals()["__version__"] = value
+    return value

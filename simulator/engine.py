@@ -188,10 +188,9 @@ class Engine:
         a ``schedule()`` would plan as bulk decodes of every running group), each through
         the same rules as any step: the allocator's bulk append and usage, the cost
         model, the scheduler's clock, the recorder; without building a Step record. At
-        the step in which groups finish, the run goes on if the scheduler says it is
-        still steady (with the batch's new counts), and ends otherwise; it ends early
-        when the allocator cannot append in bulk or a request has arrived. Returns the
-        time reached."""
+        the step in which groups finish or a request arrives, the run goes on if the
+        scheduler says it is still steady (with the new counts), and ends otherwise; it
+        ends early when the allocator cannot append in bulk. Returns the time reached."""
         env, sched, rec = self.env, self.scheduler, self.recorder
         alloc = sched.allocator
         append_all_measured, tick, finish_due, record_decode = (
@@ -215,9 +214,12 @@ class Engine:
                 (num_seqs, num_slots, num_blocks), usage_slots = measured
                 duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
                 end_s = t + duration_s
+                arrived = False
                 if end_s >= horizon_s:
                     yield _timeout_at(env, end_s)
                     horizon_s = min(self.next_arrival_s, self.limit_s)
+                    # requests arrive only while SimPy runs other processes
+                    arrived = self.num_arrived != num_arrived
                 tick(end_s)
                 finished = i == last and finish_due(end_s)
                 if finished:
@@ -227,14 +229,14 @@ class Engine:
                     sched.check_invariants()
                 record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                 t = end_s
-                if self.num_arrived != num_arrived:
-                    self.last_event_s = t
-                    return t
-                if finished:
+                if arrived or finished:
                     break
+            # a request arrived (the scheduler says whether it changes the next steps:
+            # ``Scheduler.add``) or groups finished: go on if the run is still steady
             num_ticks = sched.steady_ticks()
             if num_ticks > 0:
                 num_groups, queues, blocked = sched.steady_counts()
+                num_arrived = self.num_arrived
         self.last_event_s = t
         return t
 

@@ -76,9 +76,13 @@ class StepRecorder:
         #: slot-seconds saved by sharing (see MemoryUsage.shared_saved_slots)
         self.shared_saved_slot_s = 0.0
         self.total_s = 0.0
-        self.num_steps = 0
-        self.num_decode_steps = 0
-        self.decode_batch_sum = 0
+        self._num_steps = 0
+        self._num_decode_steps = 0
+        self._decode_batch_sum = 0
+        #: steady decode steps recorded by :meth:`record_decode` whose counts are not
+        #: yet in the open window (all with the same counts: ``_run_counts``)
+        self._run_steps = 0
+        self._run_counts: tuple[int, int, tuple[int, int, int]] = (0, 0, (0, 0, 0))
         self.num_swapped_blocks = 0
         self.num_copied_blocks = 0
         self._rows: list[tuple] = []
@@ -89,10 +93,10 @@ class StepRecorder:
         """One engine step that ran ``step`` over ``[start_s, start_s + duration_s)``."""
         plan = step.plan
         num_groups = step.num_groups
-        self.num_steps += 1
+        self._num_steps += 1
         if step.num_decode_groups:
-            self.num_decode_steps += 1
-            self.decode_batch_sum += num_groups
+            self._num_decode_steps += 1
+            self._decode_batch_sum += num_groups
         acc = self._open(start_s)
         acc.num_steps += 1
         acc.batch_sum += num_groups
@@ -124,21 +128,31 @@ class StepRecorder:
     ) -> None:
         """A decode step with nothing prefilled, copied, swapped or hit in the prefix
         cache, given by its numbers (the engine's decode spans): what :meth:`record_step`
-        records for such a step. ``usage_slots`` is ``KVAllocator.usage_slots``."""
-        self.num_steps += 1
-        self.num_decode_steps += 1
-        self.decode_batch_sum += num_groups
+        records for such a step. ``usage_slots`` is ``KVAllocator.usage_slots``.
+
+        Its counts (steps, batch, tokens, queues) are added to the window when it
+        closes or the counts change (:meth:`_add_run`): a decode span's steps share
+        them (the engine passes the same ``queues`` object), so a step costs its
+        memory sums only."""
+        counts = self._run_counts
+        if queues is not counts[2] or num_groups != counts[0] or num_seqs != counts[1]:
+            self._add_run()
+            self._run_counts = (num_groups, num_seqs, queues)
         acc = self._acc
         if self.every_step or int(start_s // self.sample_interval_s) != self._window_index:
             acc = self._open(start_s)
-        acc.num_steps += 1
-        acc.batch_sum += num_groups
-        acc.decode_tokens += num_seqs
-        queue_sums = acc.queue_sums
-        queue_sums[0] += queues[0]
-        queue_sums[1] += queues[1]
-        queue_sums[2] += queues[2]
-        self._add_memory(acc, duration_s, usage_slots)
+        self._run_steps += 1
+        # _add_memory, inline (this runs once per step of a decode span)
+        token, reserved, internal, external, unused, saved = usage_slots
+        window = acc.mem_slot_s
+        window[0] += token * duration_s
+        window[1] += reserved * duration_s
+        window[2] += internal * duration_s
+        window[3] += external * duration_s
+        window[4] += unused * duration_s
+        acc.shared_saved_slot_s += saved * duration_s
+        acc.duration_s += duration_s
+        acc.free_block_s += (external + unused) // self.block_size * duration_s
         if self.every_step:
             self._close()
 
@@ -173,7 +187,23 @@ class StepRecorder:
 
     @property
     def avg_batch_size(self) -> float:
-        return self.decode_batch_sum / self.num_decode_steps if self.num_decode_steps else 0.0
+        num_decode_steps = self.num_decode_steps
+        return self.decode_batch_sum / num_decode_steps if num_decode_steps else 0.0
+
+    @property
+    def num_steps(self) -> int:
+        self._add_run()
+        return self._num_steps
+
+    @property
+    def num_decode_steps(self) -> int:
+        self._add_run()
+        return self._num_decode_steps
+
+    @property
+    def decode_batch_sum(self) -> int:
+        self._add_run()
+        return self._decode_batch_sum
 
     def timeseries(self) -> pd.DataFrame:
         self._close()
@@ -208,7 +238,28 @@ class StepRecorder:
         acc.duration_s += duration_s
         acc.free_block_s += (external + unused) // self.block_size * duration_s
 
+    def _add_run(self) -> None:
+        """The counts of the decode steps :meth:`record_decode` deferred, into the open
+        window and the run totals."""
+        num = self._run_steps
+        if not num:
+            return
+        self._run_steps = 0
+        num_groups, num_seqs, queues = self._run_counts
+        self._num_steps += num
+        self._num_decode_steps += num
+        self._decode_batch_sum += num_groups * num
+        acc = self._acc
+        acc.num_steps += num
+        acc.batch_sum += num_groups * num
+        acc.decode_tokens += num_seqs * num
+        queue_sums = acc.queue_sums
+        queue_sums[0] += queues[0] * num
+        queue_sums[1] += queues[1] * num
+        queue_sums[2] += queues[2] * num
+
     def _close(self) -> None:
+        self._add_run()
         acc = self._acc
         if acc.num_steps == 0 and acc.duration_s == 0:
             return
@@ -272,14 +323,10 @@ class StepRecorder:
 
 
 def _slots(usage: MemoryUsage) -> tuple[int, int, int, int, int, int]:
-    return (
-        usage.token_slots,
-        usage.reserved_slots,
-        usage.internal_frag_slots,
-        usage.external_frag_slots,
-        usage.unused_slots,
-        usage.shared_saved_slots,
-    )
+    """``usage`` without its capacity: token, reserved, internal, external, unused and
+    shared-saved slots (``KVAllocator.usage_slots``; MemoryUsage is that tuple after
+    ``capacity_slots``)."""
+    return usage[1:]
 
 
 class _Window:

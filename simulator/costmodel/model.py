@@ -264,29 +264,53 @@ class CostModel:
         kv_per_ctx, qo_per_seq, flops_per_ctx = 2 * kvh * d * dt, 2 * h * d * dt, 4 * h * d
         num_layers = m.num_layers
         overhead = self._c["step_overhead"]
-        per_seqs: dict[int, tuple[float, float, float]] = {}
+        per_seqs: dict[int, tuple[float, float, float, int, float, float]] = {}
 
-        def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
-            fixed = per_seqs.get(num_seqs)
-            if fixed is None:
-                fixed = per_seqs[num_seqs] = (
-                    self.layer_linear_time_s(num_seqs),
-                    self.lm_head_time_s(num_seqs),
-                    overhead.time_s(F.step_overhead(num_seqs, num_seqs)),
-                )
-            if not is_paged:
-                num_blocks = num_seqs
-            attn = (
-                const
-                + max(
-                    s_byte * float(kv_per_ctx * total_ctx + qo_per_seq * num_seqs),
-                    s_flop * float(flops_per_ctx * total_ctx),
-                )
-                + s_block * float(num_blocks * kvh)
-                + s_seq * float(num_seqs * h)
-                + s_tok * float(total_ctx)
+        def fixed_terms(num_seqs: int) -> tuple[float, float, float, int, float, float]:
+            """What depends on ``num_seqs`` alone: the GEMMs, the LM head, the step
+            overhead, and the attention's per-sequence bytes, sequence term and (for a
+            contiguous cache, one region per sequence) block term."""
+            fixed = per_seqs[num_seqs] = (
+                self.layer_linear_time_s(num_seqs),
+                self.lm_head_time_s(num_seqs),
+                overhead.time_s(F.step_overhead(num_seqs, num_seqs)),
+                qo_per_seq * num_seqs,
+                s_seq * float(num_seqs * h),
+                s_block * float(num_seqs * kvh),
             )
-            return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
+            return fixed
+
+        if is_paged:
+
+            def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
+                fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
+                attn = (
+                    const
+                    + max(
+                        s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
+                        s_flop * float(flops_per_ctx * total_ctx),
+                    )
+                    + s_block * float(num_blocks * kvh)
+                    + fixed[4]
+                    + s_tok * float(total_ctx)
+                )
+                return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
+
+        else:
+
+            def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
+                fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
+                attn = (
+                    const
+                    + max(
+                        s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
+                        s_flop * float(flops_per_ctx * total_ctx),
+                    )
+                    + fixed[5]
+                    + fixed[4]
+                    + s_tok * float(total_ctx)
+                )
+                return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
 
         return time_s
 

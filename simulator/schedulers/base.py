@@ -53,7 +53,9 @@ of every running group, nothing to admit, swap in or advance by hand) is *steady
 :meth:`Scheduler.steady_ticks` says for how many steps, up to the next finish. A
 decode step sets it from its own decisions (``schedule``); a step after which groups
 finished, forked or started riding sets it when :meth:`Scheduler._steady_after_advance`
-holds (nothing waits, nothing is swapped out). The engine runs those steps through
+holds (nothing waits, nothing is swapped out; for vllm also: nothing is swapped out
+and the head of the queue waits for memory, and a request that arrives behind such a
+head leaves the run steady). The engine runs those steps through
 :meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
 ``append_all_measured``, without calling ``schedule``; the allocator refuses (None)
 when a step would copy or swap, so such a step always goes through ``schedule``.
@@ -69,7 +71,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pagesim.allocators.base import AllocStatus, DecodeTotals, KVAllocator, MemoryUsage
+from pagesim.allocators.base import (
+    AllocRequest,
+    AllocStatus,
+    DecodeTotals,
+    KVAllocator,
+    MemoryUsage,
+)
 from pagesim.errors import InvariantError
 from pagesim.simulator.plan import BatchPlan, Prefill
 from pagesim.simulator.request import (
@@ -256,12 +264,14 @@ class Scheduler(ABC):
         self._advance(sorted((1, g.group_id, g) for g in due), now_s)
         return True
 
-    def _steady_after_advance(self) -> bool:
+    def _steady_after_advance(self, ended: bool) -> bool:
         """Whether the next ``schedule()``, after groups finished, forked or started
         riding, is a steady decode (:meth:`steady_ticks`) with nothing blocked: yes for a
         scheduler whose groups ride the clock when nothing waits and nothing is swapped
         out (nothing to admit or bring back: every running group appends a slot and
-        decodes). A scheduler whose rules differ overrides this (False is always safe)."""
+        decodes). ``ended``: a group finished or was rejected in the advance (its memory
+        is free again). A scheduler whose rules differ overrides this (False is always
+        safe); one that answers True with a request blocked sets ``_steady_blocked``."""
         return self.rides_clock and not self.waiting and not self.swapped
 
     def steady_counts(self) -> tuple[int, tuple[int, int, int], bool]:
@@ -278,6 +288,7 @@ class Scheduler(ABC):
     def _advance(self, work: list[tuple[int, int, SequenceGroup]], now_s: float) -> None:
         """Finish, generate, fork or start riding, in the batch's order (``work`` sorted);
         the next step is steady only if :meth:`_steady_after_advance` says so."""
+        num_done = len(self._done)
         if not self._beam_keep_prob:
             self._draw_beam_parents(work)
         for _, _, group in work:
@@ -290,8 +301,8 @@ class Scheduler(ABC):
             elif self.rides_clock and group.beam_width == 1:
                 del self._individual[group]
                 self._ride(group)
-        self._steady = self._steady_after_advance()
         self._steady_blocked = False
+        self._steady = self._steady_after_advance(len(self._done) != num_done)
 
     def steady_ticks(self) -> int:
         """After a decode step: how many more steps would repeat its decisions exactly,
@@ -451,9 +462,13 @@ class Scheduler(ABC):
             self._free_seq(seq_id)
         group.seq_ids = []
 
+    def _too_many_seqs(self, group: SequenceGroup) -> bool:
+        """``group`` forks into more sequences than ``max_num_seqs`` (it can never run)."""
+        return group.max_num_seqs > self.spec.max_num_seqs
+
     def _reject_if_too_many_seqs(self, group: SequenceGroup) -> bool:
         """Reject the head of ``waiting`` when it forks into more sequences than the cap."""
-        if group.max_num_seqs <= self.spec.max_num_seqs:
+        if not self._too_many_seqs(group):
             return False
         self.waiting.popleft()
         self._reject(group, too_many_seqs_reason(group.max_num_seqs, self.spec.max_num_seqs))
@@ -485,9 +500,13 @@ class Scheduler(ABC):
             self._allocate(group)
         return status
 
-    def _admission_status(self, group: SequenceGroup) -> AllocStatus:
+    def _admission_status(
+        self, group: SequenceGroup, req: AllocRequest | None = None
+    ) -> AllocStatus:
+        """The allocator's answer for ``group``'s admission (``req``: its
+        ``alloc_request(-1)``, if the caller has built it)."""
         true_len = group.output_len if self.allocator.needs_true_output_len else None
-        return self.allocator.can_allocate(group.alloc_request(-1), true_len)
+        return self.allocator.can_allocate(req or group.alloc_request(-1), true_len)
 
     def _allocate(self, group: SequenceGroup) -> None:
         """Admit ``group`` (its admission check said OK): one sequence holds the prompt,

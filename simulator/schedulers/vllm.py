@@ -71,6 +71,10 @@ def never_fits_reason(num_tokens: int, capacity_slots: int) -> str:
     )
 
 
+#: admission verdicts besides the allocator's (``VllmScheduler._head_verdict``)
+PROMPT_TOO_LONG = "prompt too long"
+TOO_MANY_SEQS = "too many sequences"
+
 SWAP_OUT_ABORTED = "aborted: the CPU swap space cannot hold the preempted group"
 SWAP_IN_NEVER = "aborted: the swapped-out group can never fit back on the GPU"
 
@@ -80,6 +84,10 @@ class VllmScheduler(Scheduler):
     needs_paged = True
     pairing_note = "it preempts and swaps blocks"
     rides_clock = True
+    #: decode steps stay steady while the head of ``waiting`` waits for memory
+    #: (:meth:`_steady_after_advance`, :meth:`add`); a variant whose admission runs by
+    #: other rules (vllm-paper) turns it off
+    steady_behind_blocked_head = True
 
     def schedule(self, now_s: float) -> Step:
         is_blocked = False
@@ -104,6 +112,36 @@ class VllmScheduler(Scheduler):
             and (is_blocked or not self.waiting),
         )
 
+    def add(self, group: SequenceGroup) -> None:
+        """A request arrives. Behind a head that waits for memory it changes nothing the
+        next steps do (admission is first come, first served and stops at that head), so
+        a steady run stays steady (the engine's decode span goes on with the new queue
+        length)."""
+        keep = self._steady and self._steady_blocked and self.steady_behind_blocked_head
+        super().add(group)
+        if keep:
+            self._steady = True
+
+    def _steady_after_advance(self, ended: bool) -> bool:
+        """Also steady, with the head blocked, when nothing is swapped out and the head of
+        ``waiting`` waits for memory (:meth:`_head_verdict` says LATER; after a prefill
+        step that stopped there, or a step in which groups finished without freeing
+        enough): the next ``schedule()`` would admit nothing and decode every running
+        group, which a steady run does (it stops at its first step when the allocator
+        cannot append in bulk), and memory only shrinks until the next finish."""
+        if super()._steady_after_advance(ended):
+            return True
+        if (
+            self.steady_behind_blocked_head
+            and self.waiting
+            and not self.swapped
+            and not self._holds_back(self.waiting[0])
+            and self._head_verdict(self.waiting[0])[0] is AllocStatus.LATER
+        ):
+            self._steady_blocked = True
+            return True
+        return False
+
     # ---- 1. admission --------------------------------------------------------------
 
     def _admit(self, num_batched_tokens: int = 0) -> tuple[list[SequenceGroup], bool]:
@@ -118,20 +156,22 @@ class VllmScheduler(Scheduler):
             group = self.waiting[0]
             if self._holds_back(group):
                 break
-            num_tokens = group.num_prefill_tokens
-            num_new = num_tokens - self.allocator.num_pinned_tokens(group.alloc_request(-1))
-            if num_tokens > self.max_model_len or num_new > spec.max_num_batched_tokens:
+            verdict, num_new = self._head_verdict(group)
+            if verdict is PROMPT_TOO_LONG:
                 self.waiting.popleft()
-                self._reject(group, prompt_limit_reason(num_tokens, prompt_limit))
+                self._reject(group, prompt_limit_reason(group.num_prefill_tokens, prompt_limit))
                 continue
-            if self._reject_if_too_many_seqs(group):
+            if verdict is TOO_MANY_SEQS:
+                self._reject_if_too_many_seqs(group)
                 continue
-            status = self._admission_status(group)
-            if status is AllocStatus.LATER:
+            if verdict is AllocStatus.LATER:
                 return admitted, True
-            if status is AllocStatus.NEVER:
+            if verdict is AllocStatus.NEVER:
                 self.waiting.popleft()
-                self._reject(group, never_fits_reason(num_tokens, self.allocator.capacity_slots))
+                self._reject(
+                    group,
+                    never_fits_reason(group.num_prefill_tokens, self.allocator.capacity_slots),
+                )
                 continue
             if num_batched_tokens + num_new > spec.max_num_batched_tokens:
                 break
@@ -142,6 +182,20 @@ class VllmScheduler(Scheduler):
             admitted.append(group)
             num_batched_tokens += num_new
         return admitted, False
+
+    def _head_verdict(self, group: SequenceGroup) -> tuple[object, int]:
+        """What admission decides for ``group`` at the head of ``waiting``, without
+        acting on it: PROMPT_TOO_LONG (its prompt exceeds ``max_model_len`` or its own
+        tokens the token budget), TOO_MANY_SEQS, else the allocator's AllocStatus; and
+        the tokens its prefill computes (the pinned prefix's are not)."""
+        req = group.alloc_request(-1)
+        num_tokens = req.num_tokens
+        num_new = num_tokens - self.allocator.num_pinned_tokens(req)
+        if num_tokens > self.max_model_len or num_new > self.spec.max_num_batched_tokens:
+            return PROMPT_TOO_LONG, num_new
+        if self._too_many_seqs(group):
+            return TOO_MANY_SEQS, num_new
+        return self._admission_status(group, req), num_new
 
     def _holds_back(self, group: SequenceGroup) -> bool:
         """Whether the head of ``waiting`` stops admission before any check (never in v0)."""

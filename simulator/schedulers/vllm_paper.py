@@ -83,6 +83,9 @@ from pagesim.simulator.schedulers.vllm import (
 
 class VllmPaperScheduler(VllmScheduler):
     kind = "vllm-paper"
+    # its steps mix admission with the decodes and its budget starts at the running
+    # sequences: a blocked head does not make its steps steady
+    steady_behind_blocked_head = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -214,3 +214,73 @@ def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
     # an idle engine's check before an arrival, the prefill, and a few stragglers
     assert len(calls) <= 2 * 60 + 5
     assert num_steps > 10 * len(calls)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"scheduler": {"kind": "vllm", "preemption_mode": "swap"}},
+        {"allocator": {"kind": "paged", "block_size": 8, "watermark": 0.05}},
+        {"workload": {"name": "sharegpt", "num_requests": 120, "n": 2}},
+        {
+            "workload": {
+                "name": "synthetic",
+                "num_requests": 120,
+                "prompt": {"dist": "lognormal", "mean": 400.0, "cv": 0.5},
+                "output": {"dist": "lognormal", "mean": 3.0, "cv": 1.0},
+                "min_len": 1,  # prompts that finish in their prefill step free memory
+            }
+        },
+        {"arrivals": {"process": "poisson", "rate_req_s": 30.0}},
+        {
+            "arrivals": {"process": "poisson", "rate_req_s": 30.0},
+            "scheduler": {"kind": "vllm", "max_num_batched_tokens": 1024},
+        },
+    ],
+    ids=[
+        "recompute",
+        "swap",
+        "watermark",
+        "parallel",
+        "short-outputs",
+        "arrivals",
+        "arrivals-budget",
+    ],
+)
+def test_steady_behind_a_blocked_head(monkeypatch, overrides):
+    """vllm: while the head of the queue waits for memory (after a prefill step that
+    stopped there, after groups finished without freeing enough, and as requests
+    arrive behind it), the decode steps run as steady spans without ``schedule()``.
+    The results are those of calling ``schedule()`` there (the rule switched off) and
+    the calls are fewer."""
+    cls = SCHEDULERS["vllm"]
+    doc = {
+        "workload": {"name": "sharegpt", "num_requests": 120},
+        "arrivals": {"process": "burst"},
+        "hardware": {"kv_slots": 4096},
+        "check_invariants": False,
+        **overrides,
+    }
+    spec = small_spec(**doc)
+    calls = []
+    original = cls.schedule
+
+    def counted(self, now_s):
+        calls.append(now_s)
+        return original(self, now_s)
+
+    monkeypatch.setattr(cls, "schedule", counted)
+    with_rule = simulate(spec)
+    calls_with_rule = len(calls)
+    monkeypatch.setattr(cls, "steady_behind_blocked_head", False)
+    calls.clear()
+    without = simulate(spec)
+    pd.testing.assert_frame_equal(with_rule.requests, without.requests)
+    pd.testing.assert_frame_equal(with_rule.timeseries, without.timeseries)
+    strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
+    assert strip(with_rule.summary) == strip(without.summary)
+    assert with_rule.summary["num_finished"] > 100
+    assert with_rule.extra["num_steps"] == without.extra["num_steps"]
+    # forked samples share their last block, so their spans stop at the first step
+    assert calls_with_rule <= len(calls) if "n" in doc["workload"] else calls_with_rule < len(calls)
