@@ -94,6 +94,10 @@ from pagesim.simulator.schedulers.ancestry import BeamPlan, beam_parents, beam_p
 from pagesim.simulator.spec import SchedulerSpec
 from pagesim.simulator.token_gaps import TokenGaps
 
+#: beam steps with more possible parent draws than this (beams ** width; width 5 has
+#: 3,125) are planned each time instead of remembered, so memory stays bounded
+MAX_REMEMBERED_BEAM_PLANS = 4096
+
 
 def reservation_never_fits_reason(
     kind: str, prompt_len: int, output_len: int, num_seqs: int, capacity_slots: int
@@ -641,8 +645,12 @@ class Scheduler(ABC):
         """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
         one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
         rows = self.rng.integers(0, num_beams, size=(len(groups), width)).tolist()
-        plans = self._beam_plans_of(num_beams, width)
         plan_by_group = self._beam_plan_by_group
+        if num_beams**width > MAX_REMEMBERED_BEAM_PLANS:
+            for group, parents in zip(groups, rows, strict=True):
+                plan_by_group[group.group_id] = beam_plan(num_beams, parents)
+            return
+        plans = self._beam_plans_of(num_beams, width)
         for group, parents in zip(groups, map(tuple, rows), strict=True):
             plan = plans.get(parents)
             if plan is None:
@@ -651,7 +659,8 @@ class Scheduler(ABC):
 
     def _beam_plans_of(self, num_beams: int, width: int) -> dict[tuple[int, ...], BeamPlan]:
         """The :func:`beam_plan` of each parents drawn so far for this many beams and
-        slots (a width-4 step has 256 outcomes: plans are remembered, not recounted)."""
+        slots (a width-4 step has 256 outcomes: plans are remembered, not recounted;
+        wider steps, past ``MAX_REMEMBERED_BEAM_PLANS`` outcomes, are counted each time)."""
         plans = self._beam_plans.get((num_beams, width))
         if plans is None:
             plans = self._beam_plans[num_beams, width] = {}
@@ -665,10 +674,10 @@ class Scheduler(ABC):
         width = group.beam_width
         plan = self._beam_plan_by_group.pop(group.group_id, None)
         if plan is None:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
-            if num_beams == 1:  # every slot continues the one beam (nothing is drawn)
-                parents = [0] * width
-            elif self._beam_keep_prob:
+            if self._beam_keep_prob:  # draws its keeps even for one beam
                 parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
+            elif num_beams == 1:  # every slot continues the one beam (nothing is drawn)
+                parents = [0] * width
             else:
                 parents = self.rng.integers(0, num_beams, size=width).tolist()
             plan = beam_plan(num_beams, parents)

@@ -139,6 +139,7 @@ def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_wou
         (1, 1, 9),
         (2, 6, 4),
         (2, 3, 4),
+        (6, 6, 5),
     ]
     groups = []
     for group_id, (beams, width, left) in enumerate(shapes):
@@ -161,8 +162,9 @@ def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_wou
         for g in groups
         if g.beam_width > 1 and len(g.seq_ids) > 1 and g.num_generated + 1 < g.output_len
     }
-    assert sorted(expected) == [0, 3, 4, 5, 7, 8]  # 1: its last token; 2, 6: one beam
+    assert sorted(expected) == [0, 3, 4, 5, 7, 8, 9]  # 1: its last token; 2, 6: one beam
     assert sched._beam_plan_by_group == expected
+    assert set(sched._beam_plans) == {(4, 4), (3, 3), (2, 6), (2, 3)}  # 6 ** 6 outcomes: not kept
     assert sched.rng.bit_generator.state == rng.bit_generator.state
 
 
@@ -170,3 +172,35 @@ def test_a_beam_plan_frees_the_unchosen_and_forks_the_chosen_again():
     assert beam_plan(4, [2, 0, 2, 2]) == ((1, 3), ((0, 0), (2, 2)))
     assert beam_plan(4, [3, 1, 0, 2]) == ((), ((0, 0), (1, 0), (2, 0), (3, 0)))
     assert beam_plan(1, [0, 0, 0]) == ((), ((0, 2),))
+
+
+@pytest.mark.parametrize("keep_prob", [0.0, 0.5])
+def test_each_beam_step_consumes_the_generator_as_one_draw_each(keep_prob):
+    """Through the scheduler's steps (the prefill step's beam step from the prompt's one
+    beam, then steps of 3 beams, two groups per step): the generator ends where one
+    ``beam_parents`` call per group and step leaves it; with keep_prob > 0 that call
+    draws its keeps even for one beam."""
+    from sim_fakes import make_trace
+
+    from pagesim.allocators import PagedAllocator
+    from pagesim.simulator.run import _groups
+    from pagesim.simulator.schedulers import SCHEDULERS
+    from pagesim.simulator.spec import SchedulerSpec
+
+    sched = SCHEDULERS["vllm"](
+        SchedulerSpec(beam_keep_prob=keep_prob),
+        PagedAllocator(capacity_slots=4096),
+        max_model_len=256,
+        rng=np.random.default_rng(9),
+    )
+    for group in _groups(make_trace([(0.0, 6, 8, 1, 3), (0.0, 9, 8, 1, 3)])):
+        sched.add(group)
+    reference = np.random.default_rng(9)
+    now = 0.0
+    for step in range(7):
+        now += 0.1
+        sched.finish_step(sched.schedule(now), now)
+        for _ in range(2):  # the prefill step forks the prompt's beam: 1 beam, 3 slots
+            beam_parents(reference, 1 if step == 0 else 3, 3, keep_prob)
+        assert sched.rng.bit_generator.state == reference.bit_generator.state
+    sched.check_invariants()
