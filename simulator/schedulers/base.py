@@ -644,14 +644,15 @@ class Scheduler(ABC):
     def _plan_beam_steps(self, groups: list[SequenceGroup], num_beams: int, width: int) -> None:
         """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
         one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
-        rows = self.rng.integers(0, num_beams, size=(len(groups), width)).tolist()
+        values = self.rng.integers(0, num_beams, size=len(groups) * width).tolist()
+        rows = zip(*[iter(values)] * width, strict=True)  # `width` values a group
         plan_by_group = self._beam_plan_by_group
         if num_beams**width > MAX_REMEMBERED_BEAM_PLANS:
             for group, parents in zip(groups, rows, strict=True):
                 plan_by_group[group.group_id] = beam_plan(num_beams, parents)
             return
         plans = self._beam_plans_of(num_beams, width)
-        for group, parents in zip(groups, map(tuple, rows), strict=True):
+        for group, parents in zip(groups, rows, strict=True):
             plan = plans.get(parents)
             if plan is None:
                 plan = plans[parents] = beam_plan(num_beams, parents)

@@ -100,11 +100,10 @@ def test_beams_that_keep_their_lines_share_less_and_runs_repeat():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_one_call_for_several_groups_draws_what_one_call_each_would(seed):
-    """numpy fills ``integers(0, k, size)`` one value at a time from the generator (an
-    array row by row), so one call of shape (groups, width) for consecutive groups with
-    k beams each gives the values and the generator state of one call per group, for
-    every k and width, and whichever 32-bit half the generator holds; k = 1 consumes
-    nothing."""
+    """numpy fills ``integers(0, k, size)`` one value at a time from the generator, so
+    one call of groups x width values for consecutive groups with k beams each gives
+    the values and the generator state of one call per group, for every k and width,
+    and whichever 32-bit half the generator holds; k = 1 consumes nothing."""
     rnd = np.random.default_rng(1000 + seed)
     shapes = zip(rnd.integers(1, 10, 80), rnd.integers(1, 9, 80), strict=True)
     plan = [(int(k), int(w)) for k, w in shapes]
@@ -115,7 +114,8 @@ def test_one_call_for_several_groups_draws_what_one_call_each_would(seed):
     one_by_one = [each.integers(0, k, size=w).tolist() for k, w in plan]
     together = []
     for (k, w), run in itertools.groupby(plan):
-        together += batched.integers(0, k, size=(len(list(run)), w)).tolist()
+        values = batched.integers(0, k, size=len(list(run)) * w).tolist()
+        together += [list(row) for row in zip(*[iter(values)] * w, strict=True)]
     assert together == one_by_one
     assert batched.bit_generator.state == each.bit_generator.state
 
