@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from itertools import repeat
 
 import numpy as np
 
@@ -45,6 +46,16 @@ class TokenGaps:
         """``count`` gaps of ``gap_s`` seconds, appended to typed arrays (one call a step)."""
         self._run_gaps.append(gap_s)
         self._run_counts.append(count)
+        self._sorted = None
+
+    def add_tick_runs(self, prev_s: float, ends_s: list[float], count: int) -> None:
+        """``add_run(end - previous end, count)`` for each end of ``ends_s`` in turn, the
+        first one's previous end being ``prev_s`` (the steps of a steady run)."""
+        append = self._run_gaps.append
+        for end_s in ends_s:
+            append(end_s - prev_s)
+            prev_s = end_s
+        self._run_counts.extend(repeat(count, len(ends_s)))
         self._sorted = None
 
     def add_many(self, gaps_s: np.ndarray, counts: np.ndarray) -> None:

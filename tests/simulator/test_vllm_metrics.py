@@ -117,6 +117,22 @@ def test_token_gaps_match_numpy_on_the_expanded_list():
         assert gaps.percentile(q) == pytest.approx(np.percentile(expanded, q), rel=1e-12), q
 
 
+def test_tick_runs_are_the_runs_of_each_step():
+    """add_tick_runs (a steady run's steps in one call) records the gaps add_run records
+    step by step: the same floats (end minus previous end) and counts."""
+    rng = np.random.default_rng(3)
+    ends = np.cumsum(rng.uniform(0.01, 0.05, size=50)).tolist()
+    one_by_one, in_one_call = TokenGaps(), TokenGaps()
+    prev = 0.125
+    for end in ends:
+        one_by_one.add_run(end - prev, 7)
+        prev = end
+    in_one_call.add_tick_runs(0.125, ends, 7)
+    for a, b in zip(one_by_one.arrays(), in_one_call.arrays(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert in_one_call.num_gaps == 7 * 50
+
+
 def test_max_concurrency_departures_before_arrivals():
     # back to back: [0, 1) then [1, 2) never overlap; a third inside both makes 2
     assert max_concurrency(np.array([0.0, 1.0]), np.array([1.0, 2.0])) == 1
