@@ -64,7 +64,7 @@ from pagesim.allocators.base import (
 )
 from pagesim.allocators.buddy import BuddyHeap, ceil_log2
 from pagesim.allocators.first_fit import FirstFitHeap
-from pagesim.allocators.validation import check_request
+from pagesim.allocators.validation import FreedIds, check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 POLICIES = ("max", "pow2", "oracle")
@@ -128,7 +128,7 @@ class ContiguousAllocator(KVAllocator):
         self._seq_ids_by_group: dict[int, dict[int, None]] = {}
         self._spares_by_group: dict[int, list[Region]] = {}
         self._target_by_group: dict[int, int] = {}
-        self._freed_seq_ids: set[int] = set()
+        self._freed_seq_ids = FreedIds()
         self._num_copied_granules = 0
         # running totals (module docstring): held = off + clock per sequence
         self._clock = 0

@@ -106,7 +106,7 @@ from pagesim.allocators.base import (
 from pagesim.allocators.block_pool import BlockPool
 from pagesim.allocators.paged_checks import check_paged_invariants
 from pagesim.allocators.prefix_cache import prompt_block_keys
-from pagesim.allocators.validation import check_request
+from pagesim.allocators.validation import FreedIds, check_request
 from pagesim.errors import AllocatorError, ConfigError
 
 
@@ -150,7 +150,7 @@ class PagedAllocator(KVAllocator):
         self._group_by_seq: dict[int, int] = {}
         self._seq_ids_by_group: dict[int, dict[int, None]] = {}
         self._swapped_group_ids: set[int] = set()
-        self._freed_seq_ids: set[int] = set()
+        self._freed_seq_ids = FreedIds()
         self._num_copied = self._num_swapped_in = self._num_swapped_out = 0
         self._counters = PrefixCacheCounters()
         #: the pinned prefix (module docstring): its segment id and its pinned blocks

@@ -187,15 +187,16 @@ class Engine:
         """Up to ``num_ticks`` steady decode steps (``Scheduler.steady_ticks``: the steps
         a ``schedule()`` would plan as bulk decodes of every running group), each through
         the same rules as any step: the allocator's bulk append and usage, the cost
-        model, the scheduler's clock, the recorder; without building a Step record. At
+        model, the scheduler's clock (ticked per run of steps), the recorder; without
+        building a Step record. At
         the step in which groups finish or a request arrives, the run goes on if the
         scheduler says it is still steady (with the new counts), and ends otherwise; it
         ends early when the allocator cannot append in bulk. Returns the time reached."""
         env, sched, rec = self.env, self.scheduler, self.recorder
         alloc = sched.allocator
-        append_all_measured, tick, finish_due, record_decode = (
+        append_all_measured, tick_run, finish_due, record_decode = (
             alloc.append_all_measured,
-            sched.tick,
+            sched.tick_run,
             sched.finish_due,
             rec.record_decode,
         )
@@ -206,9 +207,14 @@ class Engine:
         check = self.check
         while num_ticks > 0:
             last = num_ticks - 1
+            # the ends of steps whose clock tick is deferred: the scheduler ticks them in
+            # one call (``Scheduler.tick_run``) before anything reads its clock
+            ends: list[float] = []
             for i in range(num_ticks):
                 measured = append_all_measured(blocked)
                 if measured is None:
+                    if ends:
+                        tick_run(ends)
                     self.last_event_s = t
                     return t
                 (num_seqs, num_slots, num_blocks), usage_slots = measured
@@ -216,21 +222,30 @@ class Engine:
                 end_s = t + duration_s
                 arrived = False
                 if end_s >= horizon_s:
+                    if ends:  # the time limit may end the run in this yield
+                        tick_run(ends)
+                        ends = []
                     yield _timeout_at(env, end_s)
                     horizon_s = min(self.next_arrival_s, self.limit_s)
                     # requests arrive only while SimPy runs other processes
                     arrived = self.num_arrived != num_arrived
-                tick(end_s)
-                finished = i == last and finish_due(end_s)
-                if finished:
-                    self._collect_done()
-                if check:
-                    alloc.check_invariants()
-                    sched.check_invariants()
+                ends.append(end_s)
+                finished = False
+                if i == last or check:
+                    tick_run(ends)
+                    ends = []
+                    if i == last and finish_due(end_s):
+                        finished = True
+                        self._collect_done()
+                    if check:
+                        alloc.check_invariants()
+                        sched.check_invariants()
                 record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                 t = end_s
                 if arrived or finished:
                     break
+            if ends:
+                tick_run(ends)
             # a request arrived (the scheduler says whether it changes the next steps:
             # ``Scheduler.add``) or groups finished: go on if the run is still steady
             num_ticks = sched.steady_ticks()

@@ -39,7 +39,7 @@ from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
-from pagesim.simulator.summary import request_row, requests_frame, run_result
+from pagesim.simulator.summary import RequestLog, run_result
 from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 
@@ -144,11 +144,11 @@ def run_engine(
         sample_interval_s=sample_interval_s,
         every_step=every_step,
     )
-    rows: list[tuple] = []
+    log = RequestLog()
     bar = _progress_bar(trace.num_requests) if progress else None
 
     def on_done(group: SequenceGroup) -> None:
-        rows.append(request_row(group))
+        log.add(group)
         if bar is not None:
             bar.update(1)
 
@@ -182,9 +182,11 @@ def run_engine(
             end_s = engine.last_event_s
     if bar is not None:
         bar.close()
+    # the gaps are final: fold them before the per-request table is built (less at once)
+    scheduler.token_gaps.compact()
     return run_result(
         trace,
-        requests_frame(rows),
+        log.frame(trace.table),
         recorder,
         end_s=end_s,
         num_preemptions=scheduler.num_preemptions,
@@ -194,7 +196,10 @@ def run_engine(
 
 
 def _groups(trace: Trace, start: int = 0) -> Iterator[SequenceGroup]:
-    """The trace's requests from row ``start`` on, as fresh groups, one at a time."""
+    """The trace's requests from row ``start`` on, as fresh groups, one at a time.
+
+    A group keeps its row's segments tuple itself (shared with the trace, not copied:
+    a burst puts every request in the waiting queue at once)."""
     t = trace.table.iloc[start:]
     cols = zip(
         t["request_id"].tolist(),
@@ -214,8 +219,13 @@ def _groups(trace: Trace, start: int = 0) -> Iterator[SequenceGroup]:
             output_len=output,
             n=n,
             beam_width=beam,
-            segments=tuple(tuple(s) for s in segments),
+            segments=segments if _is_segments(segments) else tuple(map(tuple, segments)),
         )
+
+
+def _is_segments(segments) -> bool:
+    """Whether a trace cell is already a tuple of tuples (then it can be shared as it is)."""
+    return type(segments) is tuple and all(type(s) is tuple for s in segments)
 
 
 def _progress_bar(total: int):

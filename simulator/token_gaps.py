@@ -8,12 +8,15 @@ token counter advances: the gap is the time since that request's previous token
 recompute all lengthen the gap, as a streaming client would see).
 
 Many requests advance in the same step with the same gap, so single gaps (:meth:`add`,
-one call per token of a request advanced on its own) are kept as a multiset ``gap_s -> count``
-(memory grows with the distinct gaps, not with the tokens); a bulk decode path hands
-over ``(gap, count)`` pairs instead: :meth:`add_run` (the groups riding the decode
-clock that decoded in the previous step too share one gap; one pair per step, 16 bytes,
-in typed arrays) or
-:meth:`add_many` (whole arrays). The statistics equal numpy's on the
+one call per token of a request advanced on its own) are kept as a multiset: appended
+to typed arrays, and folded into a sorted ``(gap, count)`` tally whenever more are
+pending than the tally has distinct gaps (at least ``MIN_FOLD``), so memory grows with
+the distinct gaps, not with the tokens, and no gap is a Python object (a dict of float
+keys, filled while requests end, pinned the freed requests' memory pages: ~100 MiB of
+resident memory in a million-request burst). A bulk decode path hands over ``(gap,
+count)`` pairs instead: :meth:`add_run` (the groups riding the decode clock that
+decoded in the previous step too share one gap; one pair per step, 16 bytes, in typed
+arrays) or :meth:`add_many` (whole arrays). The statistics equal numpy's on the
 expanded list: ``np.mean``, ``np.std`` (population, ``ddof=0``), and
 ``np.percentile`` with linear interpolation between the two closest ranks.
 """
@@ -22,30 +25,53 @@ from __future__ import annotations
 
 import math
 from array import array
+from itertools import repeat
 
 import numpy as np
 
+#: single gaps pending before they are folded into the tally (or the tally's size, if more)
+MIN_FOLD = 1 << 16
+
 
 class TokenGaps:
-    """A multiset of inter-token gaps in seconds (see the module docstring)."""
+    """A multiset of inter-token gaps in seconds (see the module docstring).
+
+    Gaps wait in typed arrays (single ones, bulk chunks, per-step runs) until they are
+    folded into one sorted tally: single ones when enough are pending, all of them when
+    :meth:`arrays` is asked or :meth:`compact` called (``run_engine`` calls it as soon
+    as the run ends, so that a long run's arrays are freed before the per-request table
+    is built)."""
 
     def __init__(self) -> None:
-        self._gap_to_count: dict[float, int] = {}
+        #: distinct gaps ascending, and how many of each: everything folded so far
+        self._tally: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.int64))
+        self._fold_at = MIN_FOLD
+        self._pending_gaps = array("d")
+        self._pending_counts = array("q")
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
         self._run_gaps = array("d")
         self._run_counts = array("q")
-        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     def add(self, gap_s: float, count: int = 1) -> None:
         if count > 0:
-            self._gap_to_count[gap_s] = self._gap_to_count.get(gap_s, 0) + count
-            self._sorted = None
+            self._pending_gaps.append(gap_s)
+            self._pending_counts.append(count)
+            if len(self._pending_gaps) >= self._fold_at:
+                self._fold(with_runs=False)
 
     def add_run(self, gap_s: float, count: int) -> None:
         """``count`` gaps of ``gap_s`` seconds, appended to typed arrays (one call a step)."""
         self._run_gaps.append(gap_s)
         self._run_counts.append(count)
-        self._sorted = None
+
+    def add_tick_runs(self, prev_s: float, ends_s: list[float], count: int) -> None:
+        """``add_run(end - previous end, count)`` for each end of ``ends_s`` in turn, the
+        first one's previous end being ``prev_s`` (the steps of a steady run)."""
+        append = self._run_gaps.append
+        for end_s in ends_s:
+            append(end_s - prev_s)
+            prev_s = end_s
+        self._run_counts.extend(repeat(count, len(ends_s)))
 
     def add_many(self, gaps_s: np.ndarray, counts: np.ndarray) -> None:
         """Add ``counts[k]`` gaps of ``gaps_s[k]`` seconds for every k (a bulk path's tally)."""
@@ -55,12 +81,12 @@ class TokenGaps:
             raise ValueError(f"{values.shape[0]} gaps but {counts.shape[0]} counts")
         keep = counts > 0
         self._chunks.append((values[keep].copy(), counts[keep].copy()))
-        self._sorted = None
 
     @property
     def num_gaps(self) -> int:
         return (
-            sum(self._gap_to_count.values())
+            int(self._tally[1].sum())
+            + sum(self._pending_counts)
             + sum(int(c.sum()) for _, c in self._chunks)
             + sum(self._run_counts)
         )
@@ -68,18 +94,34 @@ class TokenGaps:
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(values, counts)``: the distinct gaps, sorted, and how many of each (the same
         whichever way the gaps were added, so the statistics are too)."""
-        if self._sorted is None:
-            n = len(self._gap_to_count)
-            values = [np.fromiter(self._gap_to_count.keys(), dtype=np.float64, count=n)]
-            counts = [np.fromiter(self._gap_to_count.values(), dtype=np.int64, count=n)]
-            values += [v for v, _ in self._chunks]
-            counts += [c for _, c in self._chunks]
+        self.compact()
+        return self._tally
+
+    def compact(self) -> None:
+        """Fold every gap added so far into the tally (the statistics do not change)."""
+        if self._pending_gaps or self._chunks or self._run_gaps:
+            self._fold(with_runs=True)
+
+    def _fold(self, *, with_runs: bool) -> None:
+        """Fold the pending single gaps and chunks (and the runs) into the tally; the next
+        fold of single gaps waits for as many as the tally has distinct gaps (so a gap
+        takes part in O(log n) folds)."""
+        values = [self._tally[0], np.frombuffer(self._pending_gaps, dtype=np.float64)]
+        counts = [self._tally[1], np.frombuffer(self._pending_counts, dtype=np.int64)]
+        values += [v for v, _ in self._chunks]
+        counts += [c for _, c in self._chunks]
+        if with_runs:
             values.append(np.frombuffer(self._run_gaps, dtype=np.float64))
             counts.append(np.frombuffer(self._run_counts, dtype=np.int64))
-            distinct, index = np.unique(np.concatenate(values), return_inverse=True)
-            summed = np.bincount(index, weights=np.concatenate(counts), minlength=len(distinct))
-            self._sorted = (distinct, summed.astype(np.int64))
-        return self._sorted
+        self._tally = _tally(np.concatenate(values), np.concatenate(counts))
+        del values, counts
+        self._pending_gaps = array("d")
+        self._pending_counts = array("q")
+        self._chunks = []
+        if with_runs:
+            self._run_gaps = array("d")
+            self._run_counts = array("q")
+        self._fold_at = max(MIN_FOLD, len(self._tally[0]))
 
     def mean(self) -> float:
         values, counts = self.arrays()
@@ -103,3 +145,19 @@ class TokenGaps:
         hi = min(lo + 1, int(cum[-1]) - 1)
         below, above = (float(values[np.searchsorted(cum, r, side="right")]) for r in (lo, hi))
         return below + (rank - lo) * (above - below)
+
+
+def _tally(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` ascending and the sum of their ``counts``: a sort and a
+    segmented sum, which holds about four arrays of the input's length at once (a
+    million-request run has millions of ``(gap, count)`` pairs; ``np.unique`` with
+    its inverse index held about seven)."""
+    order = np.argsort(values)
+    values = values[order]
+    counts = counts[order]
+    del order
+    is_first = np.empty(len(values), dtype=bool)
+    is_first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=is_first[1:])
+    starts = np.flatnonzero(is_first)
+    return values[starts], np.add.reduceat(counts, starts)

@@ -132,22 +132,28 @@ def vllm_summary(
     token_gaps: TokenGaps | None,
 ) -> dict[str, float]:
     """The vLLM-named metrics of a run (module docstring), keyed as :func:`vllm_metric_columns`."""
-    done = requests[requests["status"] == FINISHED]
-    output_len = done["output_len"].to_numpy(dtype=np.int64)
-    returned = np.where(done["beam_width"].to_numpy() > 1, 1, done["n"].to_numpy()) * output_len
-    total_input = float(done["prompt_len"].sum())
+    is_done = requests["status"] == FINISHED
+    num_done = int(is_done.sum())
+
+    def done(col: str) -> pd.Series:
+        """One column of the completed requests (not a copy of the whole table)."""
+        return requests.loc[is_done, col]
+
+    output_len = done("output_len").to_numpy(dtype=np.int64)
+    returned = np.where(done("beam_width").to_numpy() > 1, 1, done("n").to_numpy()) * output_len
+    total_input = float(done("prompt_len").sum())
     total_output = float(returned.sum())
-    ttft_ms = 1000 * done["ttft_s"].to_numpy(dtype=np.float64)
-    e2el_ms = 1000 * done["e2e_s"].to_numpy(dtype=np.float64)
+    ttft_ms = 1000 * done("ttft_s").to_numpy(dtype=np.float64)
+    e2el_ms = 1000 * done("e2e_s").to_numpy(dtype=np.float64)
     multi = output_len > 1
-    tpot_all_ms = np.where(multi, 1000 * done["tpot_s"].to_numpy(dtype=np.float64), 0.0)
+    tpot_all_ms = np.where(multi, 1000 * done("tpot_s").to_numpy(dtype=np.float64), 0.0)
 
     def per_s(x: float) -> float:
         return x / duration_s if duration_s > 0 else math.nan
 
-    out: dict[str, float] = {"completed": float(len(done)), "request_throughput": per_s(len(done))}
+    out: dict[str, float] = {"completed": float(num_done), "request_throughput": per_s(num_done)}
     if spec.slo is not None:
-        good = np.ones(len(done), dtype=bool)
+        good = np.ones(num_done, dtype=bool)
         for values, bound in (
             (ttft_ms, spec.slo.ttft_ms),
             (tpot_all_ms, spec.slo.tpot_ms),
@@ -164,8 +170,8 @@ def vllm_summary(
     _stats(out, "e2el", e2el_ms, spec.percentiles)
     out["max_concurrent_requests"] = float(
         max_concurrency(
-            done["arrival_s"].to_numpy(dtype=np.float64),
-            done["finish_s"].to_numpy(dtype=np.float64),
+            done("arrival_s").to_numpy(dtype=np.float64),
+            done("finish_s").to_numpy(dtype=np.float64),
         )
     )
     assert tuple(out) == vllm_metric_columns(spec), "vLLM columns drifted"

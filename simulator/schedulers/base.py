@@ -340,6 +340,22 @@ class Scheduler(ABC):
             fresh.clear()
         self._last_tick_s = now_s
 
+    def tick_run(self, ends_s: list[float]) -> None:
+        """:meth:`tick` at each time of ``ends_s`` in turn (the steps of a steady run),
+        in one call: the same clock and the same gaps."""
+        start = 0
+        if self._fresh_riders:
+            self.tick(ends_s[0])
+            start = 1
+            if len(ends_s) == 1:
+                return
+        self.clock.ticks += len(ends_s) - start
+        if self._num_riders:
+            self.token_gaps.add_tick_runs(
+                self._last_tick_s, ends_s[start:] if start else ends_s, self._num_riders
+            )
+        self._last_tick_s = ends_s[-1]
+
     def _finish_group(self, group: SequenceGroup, now_s: float) -> None:
         self._stop_running(group)
         self._finish(group, now_s)

@@ -284,3 +284,48 @@ def test_steady_behind_a_blocked_head(monkeypatch, overrides):
     assert with_rule.extra["num_steps"] == without.extra["num_steps"]
     # forked samples share their last block, so their spans stop at the first step
     assert calls_with_rule <= len(calls) if "n" in doc["workload"] else calls_with_rule < len(calls)
+
+
+def _ended_groups(trace):
+    """The trace's groups, ended by hand: finished (times 1.0 / 3.0), rejected, unfinished."""
+    from pagesim.simulator.run import _groups
+
+    groups = list(_groups(trace))
+    statuses = ("finished", "finished", "rejected", "unfinished")
+    for group, status in zip(groups, statuses, strict=False):
+        group.status = status
+        group.reason = "" if status == "finished" else f"{status} here"
+        group.first_token_s, group.finish_s = 1.0, 3.0
+    return groups
+
+
+def test_request_table_rows_follow_the_formulas_in_request_id_order():
+    from pagesim.simulator.summary import RequestLog
+
+    trace = make_trace([(0.5, 16, 5), (0.5, 8, 1), (1.0, 8, 4), (2.0, 4, 4)])
+    log = RequestLog()
+    for group in reversed(_ended_groups(trace)):
+        log.add(group)
+    table = log.frame(trace.table)
+    assert list(table.columns) == list(REQUEST_COLUMNS)
+    assert table["request_id"].tolist() == [0, 1, 2, 3]
+    assert table["status"].tolist() == ["finished", "finished", "rejected", "unfinished"]
+    assert table["ttft_s"].tolist()[:2] == [0.5, 0.5]
+    assert table["tpot_s"].tolist()[0] == (3.0 - 1.0) / 4
+    assert table["normalized_latency_s_per_tok"].tolist()[:2] == [2.5 / 5, 2.5 / 1]
+    assert np.isnan(table["tpot_s"].iloc[1])  # a one-token output has no TPOT
+    assert table[["first_token_s", "ttft_s", "e2e_s"]].iloc[2:].isna().all().all()
+    ints = ["request_id", "prompt_len", "output_len", "n", "beam_width", "num_preemptions"]
+    assert (table[ints].dtypes == np.int64).all()
+
+
+def test_a_request_that_never_ended_is_an_error_not_a_missing_row():
+    from pagesim.errors import InvariantError
+    from pagesim.simulator.summary import RequestLog
+
+    trace = make_trace([(0.0, 16, 5), (0.0, 8, 1), (1.0, 8, 4)])
+    log = RequestLog()
+    for group in _ended_groups(trace)[:2]:
+        log.add(group)
+    with pytest.raises(InvariantError, match="1 never ended"):
+        log.frame(trace.table)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sim_fakes import TinyPaged, constant_step, make_trace
 
-from pagesim.simulator import simulate
+from pagesim.simulator import simulate, token_gaps
 from pagesim.simulator.run import run_engine
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.spec import MetricsSpec, SchedulerSpec, SloSpec, run_spec_from_dict
@@ -115,6 +115,51 @@ def test_token_gaps_match_numpy_on_the_expanded_list():
     assert gaps.std() == pytest.approx(np.std(expanded), rel=1e-12)
     for q in (0, 1, 25, 50, 90, 99, 99.9, 100):
         assert gaps.percentile(q) == pytest.approx(np.percentile(expanded, q), rel=1e-12), q
+
+
+def test_tick_runs_are_the_runs_of_each_step():
+    """add_tick_runs (a steady run's steps in one call) records the gaps add_run records
+    step by step: the same floats (end minus previous end) and counts."""
+    rng = np.random.default_rng(3)
+    ends = np.cumsum(rng.uniform(0.01, 0.05, size=50)).tolist()
+    one_by_one, in_one_call = TokenGaps(), TokenGaps()
+    prev = 0.125
+    for end in ends:
+        one_by_one.add_run(end - prev, 7)
+        prev = end
+    in_one_call.add_tick_runs(0.125, ends, 7)
+    for a, b in zip(one_by_one.arrays(), in_one_call.arrays(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert in_one_call.num_gaps == 7 * 50
+
+
+def test_token_gaps_folded_in_any_order_tally_the_same(monkeypatch):
+    """Single gaps folded every few adds, chunks, runs and early reads give the tally
+    that np.unique gives of everything at once."""
+    monkeypatch.setattr(token_gaps, "MIN_FOLD", 4)
+    rng = np.random.default_rng(2)
+    gaps = TokenGaps()
+    all_values, all_counts = [], []
+    choices = [0.0, 0.01, 0.02, 0.035, 0.5, 1.25]
+    for i in range(300):
+        value, count = float(rng.choice(choices)), int(rng.integers(1, 5))
+        kind = i % 7
+        if kind == 3:
+            gaps.add_run(value, count)
+        elif kind == 5:
+            gaps.add_many(np.array([value, 0.75]), np.array([count, 0]))
+        else:
+            gaps.add(value, count)
+        all_values.append(value)
+        all_counts.append(count)
+        if i % 50 == 49:
+            assert gaps.num_gaps == sum(all_counts)
+            gaps.arrays()
+    distinct, index = np.unique(all_values, return_inverse=True)
+    want = np.bincount(index, weights=all_counts).astype(np.int64)
+    values, counts = gaps.arrays()
+    assert values.tolist() == distinct.tolist() and counts.tolist() == want.tolist()
+    assert counts.dtype == np.int64 and gaps.num_gaps == sum(all_counts)
 
 
 def test_max_concurrency_departures_before_arrivals():
