@@ -30,11 +30,12 @@ arrival or the time limit may interrupt (or precede), and then one that lands on
 step's end exactly. Step times chain as SimPy would chain them (``t + duration``), so
 the result is the same as yielding every step. After any step, when the scheduler says
 the next steps are steady decodes (``Scheduler.steady_ticks``: nothing waits or is
-swapped out, every running group decodes), the engine runs them as a *decode span*
-without calling ``schedule()``: per step one allocator call (bulk append, totals and
-memory), the cost model's decode formula, the scheduler's clock tick and the
-recorder; at a step in which groups finish it asks the scheduler whether the run stays
-steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
+swapped out, or for vllm the head of the queue waits for memory; every running group
+decodes), the engine runs them as a *decode span* without calling ``schedule()``: per
+step one allocator call (bulk append, totals and memory), the cost model's decode
+formula and the recorder, and the scheduler's clock ticked once per run of steps; at a
+step in which groups finish or a request arrives it asks the scheduler whether the run
+stays steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
 fork or finish (see ``schedulers.base``).
 
 Debug mode (``check_invariants``): after every ``schedule()`` and ``finish_step()``
