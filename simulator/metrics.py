@@ -142,17 +142,7 @@ class StepRecorder:
         if self.every_step or int(start_s // self.sample_interval_s) != self._window_index:
             acc = self._open(start_s)
         self._run_steps += 1
-        # _add_memory, inline (this runs once per step of a decode span)
-        token, reserved, internal, external, unused, saved = usage_slots
-        window = acc.mem_slot_s
-        window[0] += token * duration_s
-        window[1] += reserved * duration_s
-        window[2] += internal * duration_s
-        window[3] += external * duration_s
-        window[4] += unused * duration_s
-        acc.shared_saved_slot_s += saved * duration_s
-        acc.duration_s += duration_s
-        acc.free_block_s += (external + unused) // self.block_size * duration_s
+        self._add_memory(acc, duration_s, usage_slots)
         if self.every_step:
             self._close()
 

@@ -280,37 +280,19 @@ class CostModel:
             )
             return fixed
 
-        if is_paged:
-
-            def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
-                fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
-                attn = (
-                    const
-                    + max(
-                        s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
-                        s_flop * float(flops_per_ctx * total_ctx),
-                    )
-                    + s_block * float(num_blocks * kvh)
-                    + fixed[4]
-                    + s_tok * float(total_ctx)
+        def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
+            fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
+            attn = (
+                const
+                + max(
+                    s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
+                    s_flop * float(flops_per_ctx * total_ctx),
                 )
-                return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
-
-        else:
-
-            def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
-                fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
-                attn = (
-                    const
-                    + max(
-                        s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
-                        s_flop * float(flops_per_ctx * total_ctx),
-                    )
-                    + fixed[5]
-                    + fixed[4]
-                    + s_tok * float(total_ctx)
-                )
-                return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
+                + (s_block * float(num_blocks * kvh) if is_paged else fixed[5])
+                + fixed[4]
+                + s_tok * float(total_ctx)
+            )
+            return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
 
         return time_s
 

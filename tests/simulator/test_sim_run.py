@@ -186,14 +186,9 @@ def test_beam_search_on_contiguous_reservations(kind):
     assert res.timeseries["num_decode_tokens"].max() == 7  # 4 + 3 beams decoding together
 
 
-@pytest.mark.parametrize(
-    ("scheduler", "allocator"), [("vllm", "paged"), ("orca", "oracle"), ("orca", "max")]
-)
-def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
-    """When nothing waits, the decode steps between admissions (finishes included) run as
-    steady decode spans: ``schedule()`` is called about once per admission, not per step."""
-    cls = SCHEDULERS[scheduler]
-    calls = []
+def count_schedule_calls(monkeypatch, cls) -> list[float]:
+    """The times at which ``cls.schedule`` is called from now on (a list that fills)."""
+    calls: list[float] = []
     original = cls.schedule
 
     def counted(self, now_s):
@@ -201,6 +196,16 @@ def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
         return original(self, now_s)
 
     monkeypatch.setattr(cls, "schedule", counted)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "allocator"), [("vllm", "paged"), ("orca", "oracle"), ("orca", "max")]
+)
+def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
+    """When nothing waits, the decode steps between admissions (finishes included) run as
+    steady decode spans: ``schedule()`` is called about once per admission, not per step."""
+    calls = count_schedule_calls(monkeypatch, SCHEDULERS[scheduler])
     spec = small_spec(
         arrivals={"rate_req_s": 0.5},
         scheduler={"kind": scheduler},
@@ -263,14 +268,7 @@ def test_steady_behind_a_blocked_head(monkeypatch, overrides):
         **overrides,
     }
     spec = small_spec(**doc)
-    calls = []
-    original = cls.schedule
-
-    def counted(self, now_s):
-        calls.append(now_s)
-        return original(self, now_s)
-
-    monkeypatch.setattr(cls, "schedule", counted)
+    calls = count_schedule_calls(monkeypatch, cls)
     with_rule = simulate(spec)
     calls_with_rule = len(calls)
     monkeypatch.setattr(cls, "steady_behind_blocked_head", False)
