@@ -147,6 +147,7 @@ for _ in range(repeats):
     walls.append(time.perf_counter() - t)
 s = res.summary
 print(json.dumps({
+    "has_engines": "engine" in RunSpec.model_fields,
     "wall_s": statistics.median(walls),
     "process_s": time.perf_counter() - start,
     "requests": len(res.requests),
@@ -231,7 +232,9 @@ def main() -> int:
         if args.baseline:
             engine = case["baseline_engine"]
             base = run_child(args.baseline, doc, repeats, engine, whole)
-            print(line(f"baseline ({engine} engine)", base), flush=True)
+            # a build with one engine runs every case on it
+            label = f"baseline ({engine} engine)" if base.get("has_engines") else "baseline"
+            print(line(label, base), flush=True)
             print(
                 f"    this build / baseline: {this['wall_s'] / base['wall_s']:.2f}x the time "
                 f"({base['wall_s'] / this['wall_s']:.1f}x the speed)   same results: "
