@@ -510,8 +510,11 @@ class PagedAllocator(KVAllocator):
         openers = self._seq_ids_by_residue[-self._clock % bs]
         if openers:
             tables = self._table_by_seq
-            for seq_id, block_id in zip(openers, self.gpu.take_many(len(openers)), strict=True):
-                tables[seq_id].append(block_id)
+            if len(openers) == 1:
+                tables[next(iter(openers))].append(self.gpu.take())
+            else:
+                for seq_id, block_id in zip(openers, self.gpu.take_many(len(openers)), strict=True):
+                    tables[seq_id].append(block_id)
             self._lockstep_blocks += len(openers)
             self._num_table_blocks += len(openers)
         self._clock += 1
@@ -528,61 +531,36 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        # can_append_all (no exact sequence), then _append_lockstep and _pool_usage,
-        # inline: this runs once per step of a decode span
-        bs = self._block_size
-        gpu = self.gpu
-        num_free = gpu.num_free_blocks
-        openers = self._seq_ids_by_residue[-self._clock % bs]
-        num_open = len(openers)
-        if self._max_group_size and num_free - num_open < self._max_group_size:
+        # can_append_all, inline (this runs once per step of a decode span): with no
+        # exact sequence, the blocks the openers take must leave the largest group one each
+        if (
+            self._max_group_size
+            and self.gpu.num_free_blocks
+            - len(self._seq_ids_by_residue[-self._clock % self._block_size])
+            < self._max_group_size
+        ):
             return None
-        if num_open:
-            tables = self._table_by_seq
-            if num_open == 1:
-                tables[next(iter(openers))].append(gpu.take())
-            else:
-                for seq_id, block_id in zip(openers, gpu.take_many(num_open), strict=True):
-                    tables[seq_id].append(block_id)
-            num_free -= num_open
-            self._lockstep_blocks += num_open
-            self._num_table_blocks += num_open
-        clock = self._clock = self._clock + 1
-        self._lockstep_internal += self._final_internal_by_clock.pop(clock, 0)
+        self._append_lockstep()
         num_seqs = len(self._off_by_seq)
-        held = self._sum_off + num_seqs * clock
-        holes = self._lockstep_blocks * bs - held
+        held = self._sum_off + num_seqs * self._clock
+        holes = self._lockstep_blocks * self._block_size - held
         internal = self._lockstep_internal
-        num_blocks = gpu.num_blocks
-        free_slots = num_free * bs
-        outside = self._capacity_slots - num_blocks * bs
-        return (num_seqs, held, self._num_table_blocks), (
-            (num_blocks - num_free) * bs - holes,
-            holes - internal,
-            internal,
-            outside + free_slots if is_blocked else outside,
-            0 if is_blocked else free_slots,
-            (self._num_table_blocks + len(self._pinned_ids) - num_blocks + num_free) * bs,
+        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
+            holes, holes - internal, internal, is_blocked
         )
 
     def _append_exact(self) -> None:
         """``append_slot`` for every exact sequence, in order: each opens a block when its
         last is full, else copies a shared last block (the last sharer writes in place),
-        and joins the lockstep set (``_join``, inline). If the pool runs out, the
+        and joins the lockstep set (``_join``). If the pool runs out, the
         sequences not reached stay exact."""
         bs = self._block_size
-        clock = self._clock
         take = self.gpu.take
         copy_if_shared = self.gpu.copy_if_shared
         tables = self._table_by_seq
         tokens_by_seq = self._num_tokens_by_seq
         exact_seq_ids = self._exact_seq_ids
         self._exact_seq_ids = {}
-        off_by_seq = self._off_by_seq
-        by_residue = self._seq_ids_by_residue
-        target_by_seq = self._target_by_seq
-        final = self._final_internal_by_clock
-        sum_off = blocks = internal = 0
         try:
             for seq_id in exact_seq_ids:
                 table = tables[seq_id]
@@ -607,27 +585,10 @@ class PagedAllocator(KVAllocator):
                         table[-1] = copy_id
                         self._num_copied += 1
                 del tokens_by_seq[seq_id]
-                held = num_tokens + 1
-                off = held - clock
-                off_by_seq[seq_id] = off
-                by_residue[off % bs][seq_id] = None
-                sum_off += off
-                blocks += len(table)
-                target = target_by_seq[seq_id]
-                rest = target % bs
-                if rest:
-                    if held > target - rest:
-                        internal += bs - rest
-                    else:
-                        at = target - rest + 1 - off
-                        final[at] = final.get(at, 0) + bs - rest
+                self._join(seq_id, num_tokens + 1)
         except AllocatorError:
             self._exact_seq_ids = {s: None for s in exact_seq_ids if s in tokens_by_seq}
             raise
-        finally:
-            self._sum_off += sum_off
-            self._lockstep_blocks += blocks
-            self._lockstep_internal += internal
 
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
@@ -699,12 +660,12 @@ class PagedAllocator(KVAllocator):
             self._swapped_group_ids.discard(group_id)
 
     def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
-        """``KVAllocator.free_and_fork`` in one pass over one GPU group's bookkeeping: the
-        same blocks released and shared in the same order, the same lockstep and exact
-        sets, the group's size counted once (at the end, or when a call fails). A call
-        that reaches past the group (a sequence of another group, a swapped-out group) or
-        would fail (an unknown or freed sequence, a child id in use) is made as such, and
-        raises what it raises."""
+        """``KVAllocator.free_and_fork`` in one pass over one GPU group's bookkeeping
+        (leaving and joining the lockstep set as ``free`` and ``fork`` do): the same
+        blocks released and shared in the same order, the group's size counted once (at
+        the end, or when a call fails). A call that reaches past the group (a sequence of
+        another group, a swapped-out group) or would fail (an unknown or freed sequence,
+        a child id in use) is made as such, and raises what it raises."""
         group_by_seq = self._group_by_seq
         if seq_ids:
             group_id = group_by_seq.get(seq_ids[0])
@@ -718,39 +679,25 @@ class PagedAllocator(KVAllocator):
         members = self._seq_ids_by_group[group_id]
         size_before = len(members)
         bs = self._block_size
-        clock = self._clock
         tables = self._table_by_seq
         off_by_seq = self._off_by_seq
-        by_residue = self._seq_ids_by_residue
-        final = self._final_internal_by_clock
         tokens_by_seq = self._num_tokens_by_seq
         exact_seq_ids = self._exact_seq_ids
         target_by_seq = self._target_by_seq
         freed_seq_ids = self._freed_seq_ids
         gpu = self.gpu
-        # lockstep totals that leaving changes (as _leave does), applied at the end
-        sum_off = blocks = internal = 0
         try:
             for seq_id in seq_ids:  # free(seq_id)
                 if group_by_seq.get(seq_id) != group_id:
                     self.free(seq_id)
                     continue
                 table = tables.pop(seq_id)
-                off = off_by_seq.pop(seq_id, None)
-                target = target_by_seq.pop(seq_id)
-                if off is None:
+                if seq_id in off_by_seq:
+                    self._leave(seq_id, table)
+                else:
                     del tokens_by_seq[seq_id]
                     del exact_seq_ids[seq_id]
-                else:
-                    del by_residue[off % bs][seq_id]
-                    sum_off += off
-                    blocks += len(table)
-                    rest = target % bs
-                    if rest:
-                        if off + clock > target - rest:
-                            internal += bs - rest
-                        else:
-                            final[target - rest + 1 - off] -= bs - rest
+                del target_by_seq[seq_id]
                 self._num_table_blocks -= len(table)
                 gpu.decref_all(reversed(table))
                 del group_by_seq[seq_id]
@@ -762,38 +709,21 @@ class PagedAllocator(KVAllocator):
                     continue
                 table = tables[parent]
                 gpu.incref_all(table)
-                target = target_by_seq[parent]
-                target_by_seq[child] = target
+                target_by_seq[child] = target_by_seq[parent]
                 tables[child] = table.copy()
                 self._num_table_blocks += len(table)
                 group_by_seq[child] = group_id
                 members[child] = None
                 freed_seq_ids.discard(child)
-                off = off_by_seq.get(parent)
-                num_tokens = tokens_by_seq[parent] if off is None else off + clock
+                num_tokens = self._num_tokens(parent)
                 if num_tokens % bs == 0:
                     self._join(child, num_tokens)
                     continue
                 # the partly filled last block is now shared: parent and child are exact
-                if off is not None:
-                    del off_by_seq[parent]
-                    del by_residue[off % bs][parent]
-                    sum_off += off
-                    blocks += len(table)
-                    rest = target % bs
-                    if rest:
-                        if num_tokens > target - rest:
-                            internal += bs - rest
-                        else:
-                            final[target - rest + 1 - off] -= bs - rest
-                    tokens_by_seq[parent] = num_tokens
-                    exact_seq_ids[parent] = None
+                self._make_exact(parent)
                 tokens_by_seq[child] = num_tokens
                 exact_seq_ids[child] = None
         finally:
-            self._sum_off -= sum_off
-            self._lockstep_blocks -= blocks
-            self._lockstep_internal -= internal
             size_after = len(members)
             if size_after != size_before:
                 self._count_group(size_before, -1)
