@@ -31,22 +31,17 @@ class BlockPool:
     def __init__(self, num_blocks: int, *, is_caching: bool = False, name: str = "gpu") -> None:
         self.name = name
         self.is_caching = is_caching
-        self._num_blocks = num_blocks
+        #: blocks in the pool (fixed)
+        self.num_blocks = num_blocks
+        #: blocks nobody holds: never-keyed free blocks plus evictable cached ones (kept
+        #: as a count, read on every step; do not assign)
+        self.num_free_blocks = num_blocks
         self._ref_counts = [0] * num_blocks
         self._free_ids = list(range(num_blocks - 1, -1, -1))
         self._key_by_block: list[int | None] = [None] * num_blocks
         self._depth_by_block = [0] * num_blocks
         self._key_to_block: dict[int, int] = {}
         self._evictor = LRUEvictor()
-
-    @property
-    def num_blocks(self) -> int:
-        return self._num_blocks
-
-    @property
-    def num_free_blocks(self) -> int:
-        """Blocks nobody holds: never-keyed free blocks plus evictable cached ones."""
-        return len(self._free_ids) + len(self._evictor)
 
     @property
     def num_evictable_blocks(self) -> int:
@@ -78,9 +73,10 @@ class BlockPool:
             self._depth_by_block[block_id] = 0
         else:
             raise AllocatorError(
-                f"{self.name} block pool is out of blocks ({self._num_blocks} total)"
+                f"{self.name} block pool is out of blocks ({self.num_blocks} total)"
             )
         self._ref_counts[block_id] = 1
+        self.num_free_blocks -= 1
         return block_id
 
     def take_many(self, n: int) -> list[int]:
@@ -94,6 +90,7 @@ class BlockPool:
             ref_counts = self._ref_counts
             for block_id in ids:
                 ref_counts[block_id] = 1
+            self.num_free_blocks -= k
         else:
             ids = []
         for _ in range(n - k):
@@ -122,6 +119,7 @@ class BlockPool:
             if block_id not in self._evictor:
                 raise InvariantError(f"{self.name} block {block_id} is free and not cached")
             self._evictor.remove(block_id)
+            self.num_free_blocks -= 1
         self._ref_counts[block_id] += 1
 
     def incref_all(self, block_ids: Iterable[int]) -> None:
@@ -152,32 +150,45 @@ class BlockPool:
         enter the evictor deepest first (vLLM's tie rule for one release).
         """
         ref_counts = self._ref_counts
-        push = self._free_ids.append
-        if not self._key_to_block:  # no keyed block anywhere: every release goes on the stack
+        block_ids = list(block_ids)
+        if not self._key_to_block:
+            # no keyed block anywhere, and (the common case) the leading blocks are held
+            # once: they are released in one push, and the rest one by one below
+            released = 0
             for block_id in block_ids:
-                count = ref_counts[block_id] - 1
-                ref_counts[block_id] = count
-                if count == 0:
-                    push(block_id)
-                elif count < 0:
-                    raise InvariantError(f"{self.name} block {block_id} freed twice")
-            return
+                if ref_counts[block_id] != 1:
+                    break
+                ref_counts[block_id] = 0
+                released += 1
+            if released:
+                self.num_free_blocks += released
+                if released == len(block_ids):
+                    self._free_ids.extend(block_ids)
+                    return
+                self._free_ids.extend(block_ids[:released])
+                block_ids = block_ids[released:]
+        push = self._free_ids.append
         keyed: list[int] = []
         key_by_block = self._key_by_block
-        for block_id in block_ids:
-            count = ref_counts[block_id] - 1
-            if count < 0:
-                raise InvariantError(f"{self.name} block {block_id} freed twice")
-            ref_counts[block_id] = count
-            if count == 0:
-                if key_by_block[block_id] is None:
-                    push(block_id)
-                else:
-                    keyed.append(block_id)
+        num_free = len(self._free_ids)
+        try:
+            for block_id in block_ids:
+                count = ref_counts[block_id] - 1
+                if count < 0:
+                    raise InvariantError(f"{self.name} block {block_id} freed twice")
+                ref_counts[block_id] = count
+                if count == 0:
+                    if key_by_block[block_id] is None:
+                        push(block_id)
+                    else:
+                        keyed.append(block_id)
+        finally:
+            self.num_free_blocks += len(self._free_ids) - num_free
         if keyed:
             keyed.sort(key=self._depth_by_block.__getitem__, reverse=True)
             for block_id in keyed:
                 self._evictor.add(block_id)
+            self.num_free_blocks += len(keyed)
 
     def check_invariants(self, expected_ref_counts: list[int]) -> None:
         """Reference counts equal the tables' holdings; free, evictable and held partition the pool."""
@@ -196,6 +207,11 @@ class BlockPool:
         free_set = set(free)
         if len(free_set) != len(free) or not free_set.isdisjoint(evictable):
             raise InvariantError(f"{self.name} pool: a block is free twice")
+        if self.num_free_blocks != len(free) + len(evictable):
+            raise InvariantError(
+                f"{self.name} pool: {self.num_free_blocks} free blocks counted, "
+                f"{len(free) + len(evictable)} free or evictable"
+            )
         refs = self._ref_counts
         # free + evictable blocks are distinct, all have count zero, and are all such blocks
         if any(map(refs.__getitem__, free)) or any(map(refs.__getitem__, evictable)):

@@ -27,6 +27,7 @@ Fig. 13 counts the requests batched together while generating.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -87,6 +88,9 @@ class StepRecorder:
         self.num_copied_blocks = 0
         self._rows: list[tuple] = []
         self._window_index = -1
+        #: a start time below this is in the open window for certain (a bound a hair
+        #: short of the window's end; at or past it, :meth:`_open` decides exactly)
+        self._window_sure_end_s = -math.inf
         self._acc = _Window()
 
     def record_step(self, start_s: float, duration_s: float, step: Step) -> None:
@@ -139,7 +143,7 @@ class StepRecorder:
             self._add_run()
             self._run_counts = (num_groups, num_seqs, queues)
         acc = self._acc
-        if self.every_step or int(start_s // self.sample_interval_s) != self._window_index:
+        if start_s >= self._window_sure_end_s:
             acc = self._open(start_s)
         self._run_steps += 1
         self._add_memory(acc, duration_s, usage_slots)
@@ -210,6 +214,8 @@ class StepRecorder:
             self._close()
             self._window_index = index
             self._acc.t_s = index * self.sample_interval_s
+            # 1e-12 relative is far wider than any rounding of the floor division
+            self._window_sure_end_s = (index + 1) * self.sample_interval_s * (1 - 1e-12)
         return self._acc
 
     def _add_memory(

@@ -120,6 +120,7 @@ class CostModel:
         )
         self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
         self._layer_linear_cache: dict[int, float] = {}
+        self._lm_head_cache: dict[int, float] = {}
         self._decode_time_paged = self._decode_step_time_fn(is_paged=True)
         self._decode_time_contiguous = self._decode_step_time_fn(is_paged=False)
 
@@ -152,8 +153,17 @@ class CostModel:
         return 2 * (tp - 1) / tp * num_bytes / self.gpu.nvlink_bw_bytes_s + ALLREDUCE_LATENCY_S
 
     def lm_head_time_s(self, num_seqs: int) -> float:
-        k, n = self._lm_head_shape
-        return self._c["gemm"].time_s(F.gemm(num_seqs, k, n, self.model.dtype_bytes))
+        """The LM head's GEMM over ``num_seqs`` rows (memoised per count)."""
+        cached = self._lm_head_cache.get(num_seqs)
+        if cached is None:
+            k, n = self._lm_head_shape
+            gemm = F.gemm(num_seqs, k, n, self.model.dtype_bytes)
+            cached = self._lm_head_cache[num_seqs] = self._c["gemm"].time_s(gemm)
+        return cached
+
+    def step_overhead_time_s(self, num_seqs: int, num_tokens: int) -> float:
+        """The per-step host overhead for ``num_seqs`` sequences and ``num_tokens`` tokens."""
+        return self._c["step_overhead"].time_s(F.step_overhead(num_seqs, num_tokens))
 
     def block_bytes_per_layer(self, block_size: int) -> int:
         """K and V of one block in one layer, on one GPU."""
@@ -244,7 +254,7 @@ class CostModel:
         if num_emitting:
             t += self.lm_head_time_s(num_emitting)
         t += self._transfer_time_s(plan)
-        t += self._c["step_overhead"].time_s(F.step_overhead(plan.num_seqs, num_tokens))
+        t += self.step_overhead_time_s(plan.num_seqs, num_tokens)
         return t
 
     def _decode_step_time_fn(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
@@ -263,7 +273,6 @@ class CostModel:
         s_block, s_seq, s_tok = c.s_per_block, c.s_per_seq, c.s_per_token
         kv_per_ctx, qo_per_seq, flops_per_ctx = 2 * kvh * d * dt, 2 * h * d * dt, 4 * h * d
         num_layers = m.num_layers
-        overhead = self._c["step_overhead"]
         per_seqs: dict[int, tuple[float, float, float, int, float, float]] = {}
 
         def fixed_terms(num_seqs: int) -> tuple[float, float, float, int, float, float]:
@@ -273,7 +282,7 @@ class CostModel:
             fixed = per_seqs[num_seqs] = (
                 self.layer_linear_time_s(num_seqs),
                 self.lm_head_time_s(num_seqs),
-                overhead.time_s(F.step_overhead(num_seqs, num_seqs)),
+                self.step_overhead_time_s(num_seqs, num_seqs),
                 qo_per_seq * num_seqs,
                 s_seq * float(num_seqs * h),
                 s_block * float(num_seqs * kvh),
