@@ -421,7 +421,7 @@ class PagedAllocator(KVAllocator):
         self._target_by_seq[req.seq_id] = max(req.target_len, req.num_tokens)
         self._attach(req.group_id, req.seq_id, table)
         self._join(req.seq_id, req.num_tokens)
-        return Allocation(num_cached_tokens=num_cached_tokens)
+        return Allocation(num_cached_tokens)
 
     def _attach(self, group_id: int, seq_id: int, table: list[int]) -> None:
         self._table_by_seq[seq_id] = table

@@ -183,6 +183,10 @@ class CostModel:
 
     def _transfer_time_s(self, plan: BatchPlan) -> float:
         """Copy-on-write copies and swaps, all layers."""
+        if not (
+            plan.num_copied_blocks or plan.num_swapped_in_blocks or plan.num_swapped_out_blocks
+        ):
+            return 0.0
         t = 0.0
         block_bytes = self.block_bytes_per_layer(plan.block_size)
         if plan.num_copied_blocks:
@@ -290,18 +294,20 @@ class CostModel:
             return fixed
 
         def time_s(num_seqs: int, total_ctx: int, num_blocks: int) -> float:
-            fixed = per_seqs.get(num_seqs) or fixed_terms(num_seqs)
+            linear, lm_head, step, qo_bytes, seq_term, region_term = per_seqs.get(
+                num_seqs
+            ) or fixed_terms(num_seqs)
+            # max(memory, compute) as _Coefs.time_s takes it (the first of equal values)
+            memory = s_byte * float(kv_per_ctx * total_ctx + qo_bytes)
+            compute = s_flop * float(flops_per_ctx * total_ctx)
             attn = (
                 const
-                + max(
-                    s_byte * float(kv_per_ctx * total_ctx + fixed[3]),
-                    s_flop * float(flops_per_ctx * total_ctx),
-                )
-                + (s_block * float(num_blocks * kvh) if is_paged else fixed[5])
-                + fixed[4]
+                + (memory if memory >= compute else compute)
+                + (s_block * float(num_blocks * kvh) if is_paged else region_term)
+                + seq_term
                 + s_tok * float(total_ctx)
             )
-            return num_layers * (fixed[0] + attn) + fixed[1] + fixed[2]
+            return num_layers * (linear + attn) + lm_head + step
 
         return time_s
 
