@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from itertools import repeat
 
 import numpy as np
 
@@ -51,6 +50,13 @@ class TokenGaps:
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
         self._run_gaps = array("d")
         self._run_counts = array("q")
+        #: runs of ticks (:meth:`add_tick_runs`): every step's end, and per run the end
+        #: before its first step, its length and its gaps per step (the gaps are taken
+        #: when folded: the same subtractions)
+        self._tick_ends = array("d")
+        self._tick_prev = array("d")
+        self._tick_lens = array("q")
+        self._tick_counts = array("q")
 
     def add(self, gap_s: float, count: int = 1) -> None:
         if count > 0:
@@ -66,12 +72,13 @@ class TokenGaps:
 
     def add_tick_runs(self, prev_s: float, ends_s: list[float], count: int) -> None:
         """``add_run(end - previous end, count)`` for each end of ``ends_s`` in turn, the
-        first one's previous end being ``prev_s`` (the steps of a steady run)."""
-        append = self._run_gaps.append
-        for end_s in ends_s:
-            append(end_s - prev_s)
-            prev_s = end_s
-        self._run_counts.extend(repeat(count, len(ends_s)))
+        first one's previous end being ``prev_s`` (the steps of a steady run). The ends
+        are kept as they are and subtracted when folded."""
+        if ends_s and count > 0:
+            self._tick_ends.fromlist(ends_s)
+            self._tick_prev.append(prev_s)
+            self._tick_lens.append(len(ends_s))
+            self._tick_counts.append(count)
 
     def add_many(self, gaps_s: np.ndarray, counts: np.ndarray) -> None:
         """Add ``counts[k]`` gaps of ``gaps_s[k]`` seconds for every k (a bulk path's tally)."""
@@ -89,6 +96,7 @@ class TokenGaps:
             + sum(self._pending_counts)
             + sum(int(c.sum()) for _, c in self._chunks)
             + sum(self._run_counts)
+            + sum(map(int.__mul__, self._tick_lens, self._tick_counts))
         )
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -99,7 +107,7 @@ class TokenGaps:
 
     def compact(self) -> None:
         """Fold every gap added so far into the tally (the statistics do not change)."""
-        if self._pending_gaps or self._chunks or self._run_gaps:
+        if self._pending_gaps or self._chunks or self._run_gaps or self._tick_ends:
             self._fold(with_runs=True)
 
     def _fold(self, *, with_runs: bool) -> None:
@@ -113,6 +121,10 @@ class TokenGaps:
         if with_runs:
             values.append(np.frombuffer(self._run_gaps, dtype=np.float64))
             counts.append(np.frombuffer(self._run_counts, dtype=np.int64))
+            if self._tick_ends:
+                gaps, gap_counts = self._tick_gaps()
+                values.append(gaps)
+                counts.append(gap_counts)
         self._tally = _tally(np.concatenate(values), np.concatenate(counts))
         del values, counts
         self._pending_gaps = array("d")
@@ -121,7 +133,22 @@ class TokenGaps:
         if with_runs:
             self._run_gaps = array("d")
             self._run_counts = array("q")
+            self._tick_ends = array("d")
+            self._tick_prev = array("d")
+            self._tick_lens = array("q")
+            self._tick_counts = array("q")
         self._fold_at = max(MIN_FOLD, len(self._tally[0]))
+
+    def _tick_gaps(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tick runs' gaps (each end less the end before it in its run, the run's
+        first less the run's previous end) and their counts."""
+        ends = np.frombuffer(self._tick_ends, dtype=np.float64)
+        lens = np.frombuffer(self._tick_lens, dtype=np.int64)
+        prev = np.empty_like(ends)
+        prev[1:] = ends[:-1]
+        prev[np.cumsum(lens) - lens] = np.frombuffer(self._tick_prev, dtype=np.float64)
+        counts = np.repeat(np.frombuffer(self._tick_counts, dtype=np.int64), lens)
+        return ends - prev, counts
 
     def mean(self) -> float:
         values, counts = self.arrays()

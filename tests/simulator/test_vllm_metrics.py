@@ -119,18 +119,27 @@ def test_token_gaps_match_numpy_on_the_expanded_list():
 
 def test_tick_runs_are_the_runs_of_each_step():
     """add_tick_runs (a steady run's steps in one call) records the gaps add_run records
-    step by step: the same floats (end minus previous end) and counts."""
+    step by step: the same floats (end minus previous end) and counts, over runs whose
+    first step follows another tick (its own previous end), with a read in between."""
     rng = np.random.default_rng(3)
-    ends = np.cumsum(rng.uniform(0.01, 0.05, size=50)).tolist()
     one_by_one, in_one_call = TokenGaps(), TokenGaps()
-    prev = 0.125
-    for end in ends:
-        one_by_one.add_run(end - prev, 7)
-        prev = end
-    in_one_call.add_tick_runs(0.125, ends, 7)
+    t, total = 0.125, 0
+    for run in range(12):
+        prev = t
+        ends = (t + np.cumsum(rng.uniform(0.01, 0.05, size=int(rng.integers(1, 9))))).tolist()
+        count = int(rng.integers(1, 30))
+        for end in ends:
+            one_by_one.add_run(end - prev, count)
+            prev = end
+        in_one_call.add_tick_runs(t, ends, count)
+        total += count * len(ends)
+        t = ends[-1] + float(rng.uniform(0.0, 0.2))  # a tick outside the runs
+        if run == 6:
+            assert in_one_call.num_gaps == total
+            in_one_call.arrays()
     for a, b in zip(one_by_one.arrays(), in_one_call.arrays(), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert in_one_call.num_gaps == 7 * 50
+    assert in_one_call.num_gaps == total
 
 
 def test_token_gaps_folded_in_any_order_tally_the_same(monkeypatch):
