@@ -211,6 +211,9 @@ class Engine:
             # the ends of steps whose clock tick is deferred: the scheduler ticks them in
             # one call (``Scheduler.tick_run``) before anything reads its clock
             ends: list[float] = []
+            # steps before this one end before the horizon and do nothing but decode
+            # (under check_invariants, none: every step checks)
+            plain_until = 0 if check else last
             for i in range(num_ticks):
                 measured = append_all_measured(blocked)
                 if measured is None:
@@ -221,6 +224,11 @@ class Engine:
                 (num_seqs, num_slots, num_blocks), usage_slots = measured
                 duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
                 end_s = t + duration_s
+                if i < plain_until and end_s < horizon_s:
+                    ends.append(end_s)
+                    record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                    t = end_s
+                    continue
                 arrived = False
                 if end_s >= horizon_s:
                     if ends:  # the time limit may end the run in this yield

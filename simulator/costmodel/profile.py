@@ -54,8 +54,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pagesim.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -184,6 +182,8 @@ class Profile:
         return doc
 
     def save(self, path: str | Path) -> Path:
+        import yaml  # only here: a run that loads no YAML does not import it
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
