@@ -474,12 +474,13 @@ class Scheduler(ABC):
         group.seq_ids.append(seq_id)
         return seq_id
 
-    def _free_seq(self, seq_id: int) -> None:
-        self.allocator.free(seq_id)
-
     def _free_group(self, group: SequenceGroup) -> None:
-        for seq_id in reversed(group.seq_ids):
-            self._free_seq(seq_id)
+        """Free the group's sequences, the newest first (several in one allocator call)."""
+        seq_ids = group.seq_ids
+        if len(seq_ids) == 1:
+            self.allocator.free(seq_ids[0])
+        else:
+            self.allocator.free_and_fork(seq_ids[::-1], [])
         group.seq_ids = []
 
     def _too_many_seqs(self, group: SequenceGroup) -> bool:
@@ -629,8 +630,8 @@ class Scheduler(ABC):
             self._beam_step(group)
         elif group.n > 1 and len(group.seq_ids) == 1:
             parent = group.seq_ids[0]
-            for _ in range(group.n - 1):
-                self.allocator.fork(parent, self._new_seq_id(group))
+            forks = [(parent, self._new_seq_id(group)) for _ in range(group.n - 1)]
+            self.allocator.free_and_fork([], forks)
 
     def _draw_beam_parents(self, work: list[tuple[int, int, SequenceGroup]]) -> None:
         """The uniform parents (``beam_keep_prob`` = 0) of every beam step ``work`` will
