@@ -460,7 +460,7 @@ class PagedAllocator(KVAllocator):
         if not self._max_group_size:
             return True
         bs = self._block_size
-        need = len(self._seq_ids_by_residue[-self._clock % bs])
+        need = len(self._openers())
         if self._exact_seq_ids:
             shared: set[int] = set()
             for seq_id in self._exact_seq_ids:
@@ -499,24 +499,28 @@ class PagedAllocator(KVAllocator):
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""
-        self._append_lockstep()
+        self._append_lockstep(self._openers())
         if self._exact_seq_ids:
             self._append_exact()
 
-    def _append_lockstep(self) -> None:
-        """One more slot for every lockstep sequence: blocks for those whose blocks are
-        full (``off = -clock mod B``), the clock, and the final blocks opened now."""
-        bs = self._block_size
-        openers = self._seq_ids_by_residue[-self._clock % bs]
-        if openers:
+    def _openers(self) -> dict[int, None]:
+        """The lockstep sequences whose blocks are full, so that their next slot opens a
+        block: those with ``off = -clock mod B``."""
+        return self._seq_ids_by_residue[-self._clock % self._block_size]
+
+    def _append_lockstep(self, openers: dict[int, None]) -> None:
+        """One more slot for every lockstep sequence: a block for each of ``openers``
+        (:meth:`_openers`), the clock, and the final blocks opened now."""
+        num_opened = len(openers)
+        if num_opened:
             tables = self._table_by_seq
-            if len(openers) == 1:
+            if num_opened == 1:
                 tables[next(iter(openers))].append(self.gpu.take())
             else:
-                for seq_id, block_id in zip(openers, self.gpu.take_many(len(openers)), strict=True):
+                for seq_id, block_id in zip(openers, self.gpu.take_many(num_opened), strict=True):
                     tables[seq_id].append(block_id)
-            self._lockstep_blocks += len(openers)
-            self._num_table_blocks += len(openers)
+            self._lockstep_blocks += num_opened
+            self._num_table_blocks += num_opened
         self._clock += 1
         self._lockstep_internal += self._final_internal_by_clock.pop(self._clock, 0)
 
@@ -533,14 +537,10 @@ class PagedAllocator(KVAllocator):
             return None
         # can_append_all, inline (this runs once per step of a decode span): with no
         # exact sequence, the blocks the openers take must leave the largest group one each
-        if (
-            self._max_group_size
-            and self.gpu.num_free_blocks
-            - len(self._seq_ids_by_residue[-self._clock % self._block_size])
-            < self._max_group_size
-        ):
+        openers = self._openers()
+        if self._max_group_size and self.gpu.num_free_blocks - len(openers) < self._max_group_size:
             return None
-        self._append_lockstep()
+        self._append_lockstep(openers)
         num_seqs = len(self._off_by_seq)
         held = self._sum_off + num_seqs * self._clock
         holes = self._lockstep_blocks * self._block_size - held

@@ -479,3 +479,46 @@ def test_copy_if_shared_takes_a_block_only_for_a_shared_one():
     with pytest.raises(AllocatorError, match="out of blocks"):
         pool.copy_if_shared(shared)
     assert pool.ref_count(shared) == 2  # nothing changed
+
+
+@pytest.mark.parametrize("is_caching", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_decref_all_releases_as_block_by_block(is_caching, seed):
+    """decref_all (which releases a run of blocks held once in one push) leaves the
+    pool as dropping one reference at a time would: the same counts, the same stack
+    order, the same evictor, and the free count it keeps equal to what it holds."""
+    import random
+
+    from pagesim.allocators.block_pool import BlockPool
+
+    rng = random.Random(seed)
+    pool = BlockPool(64, is_caching=is_caching)
+    held: list[int] = []
+    for depth in range(40):
+        if is_caching and rng.random() < 0.3:
+            block_id, _ = pool.take_keyed(1000 + depth, 16 * (depth % 5 + 1))
+        else:
+            block_id = pool.take()
+        held.append(block_id)
+    for block_id in rng.sample(held, 15):  # some blocks held by a second table
+        pool.incref(block_id)
+        held.append(block_id)
+    rng.shuffle(held)
+    while held:
+        size = rng.randint(1, 9)
+        batch, held = held[:size], held[size:]
+        counts = [pool.ref_count(b) for b in range(64)]
+        stack, evictable = pool.free_ids(), pool.evictable_ids()
+        released_plain, released_keyed = [], []
+        for block_id in batch:  # the reference: one reference at a time
+            counts[block_id] -= 1
+            if counts[block_id] == 0:
+                key, depth = pool.key_of(block_id)
+                (released_plain if key is None else released_keyed).append((depth, block_id))
+        pool.decref_all(reversed(batch[::-1]))  # any iterable
+        assert [pool.ref_count(b) for b in range(64)] == counts
+        assert pool.free_ids() == [b for _, b in released_plain][::-1] + stack
+        released_keyed.sort(key=lambda item: -item[0])
+        assert pool.evictable_ids() == evictable + [b for _, b in released_keyed]
+        assert pool.num_free_blocks == len(pool.free_ids()) + len(pool.evictable_ids())
+    pool.check_invariants([pool.ref_count(b) for b in range(64)])
