@@ -48,6 +48,8 @@ from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.specs import GPUSpec, ModelSpec
 
 ALLREDUCE_LATENCY_S = 10e-6
+#: most (sequences, tokens) pairs whose step overhead is memoised (prefills make many)
+MAX_MEMO = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,7 @@ class CostModel:
         self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
         self._layer_linear_cache: dict[int, float] = {}
         self._lm_head_cache: dict[int, float] = {}
+        self._overhead_cache: dict[tuple[int, int], float] = {}
         self._decode_time_paged = self._decode_step_time_fn(is_paged=True)
         self._decode_time_contiguous = self._decode_step_time_fn(is_paged=False)
 
@@ -162,8 +165,15 @@ class CostModel:
         return cached
 
     def step_overhead_time_s(self, num_seqs: int, num_tokens: int) -> float:
-        """The per-step host overhead for ``num_seqs`` sequences and ``num_tokens`` tokens."""
-        return self._c["step_overhead"].time_s(F.step_overhead(num_seqs, num_tokens))
+        """The per-step host overhead for ``num_seqs`` sequences and ``num_tokens`` tokens
+        (memoised, up to ``MAX_MEMO`` pairs)."""
+        key = (num_seqs, num_tokens)
+        cached = self._overhead_cache.get(key)
+        if cached is None:
+            cached = self._c["step_overhead"].time_s(F.step_overhead(num_seqs, num_tokens))
+            if len(self._overhead_cache) < MAX_MEMO:
+                self._overhead_cache[key] = cached
+        return cached
 
     def block_bytes_per_layer(self, block_size: int) -> int:
         """K and V of one block in one layer, on one GPU."""
