@@ -143,7 +143,7 @@ class StepRecorder:
             self._add_run()
             self._run_counts = (num_groups, num_seqs, queues)
         acc = self._acc
-        if start_s >= self._window_sure_end_s:
+        if start_s >= self._window_sure_end_s:  # else the open window (:meth:`_open`)
             acc = self._open(start_s)
         self._run_steps += 1
         self._add_memory(acc, duration_s, usage_slots)
@@ -206,6 +206,8 @@ class StepRecorder:
     # ---- internals ------------------------------------------------------------------------
 
     def _open(self, start_s: float) -> _Window:
+        if start_s < self._window_sure_end_s:  # the open window (never under every_step)
+            return self._acc
         if self.every_step:
             self._acc.t_s = start_s
             return self._acc
