@@ -112,17 +112,21 @@ class Engine:
         #: end of the last completed step or idle period (the run's end when it drains)
         self.last_event_s = 0.0
         self._wakeup: Event | None = None
+        #: the decode formula by cache kind (``decode_time_fn`` once per kind, not per span)
+        self._decode_time_by_paged: dict[bool, Callable[[int, int, int], float]] = {}
         env.process(self._arrivals(groups))
         self.process = env.process(self._loop())
 
     def _arrivals(self, groups: Iterator[SequenceGroup]):
-        env = self.env
+        env, add = self.env, self.scheduler.add
+        now = env.now
         for group in groups:
-            if group.arrival_s > env.now:
-                delay = group.arrival_s - env.now
-                self.next_arrival_s = env.now + delay
+            if group.arrival_s > now:
+                delay = group.arrival_s - now
+                self.next_arrival_s = now + delay
                 yield _UrgentTimeout(env, delay)
-            self.scheduler.add(group)
+                now = env.now
+            add(group)
             self.num_arrived += 1
             if self._wakeup is not None:
                 self._wakeup.succeed()
@@ -136,18 +140,22 @@ class Engine:
     def _loop(self):
         env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
         alloc = sched.allocator
+        schedule, finish_step, steady_ticks = sched.schedule, sched.finish_step, sched.steady_ticks
+        record_step, collect_done = rec.record_step, self._collect_done
         t = env.now
         while True:
-            step = sched.schedule(t)
-            if step.is_empty and step.has_work:
+            step = schedule(t)
+            is_empty = step.plan.is_empty
+            if is_empty and step.has_work:
                 # the step only preempted (by recompute): the freed memory admits now
-                self._collect_done()
-                step = sched.schedule(t)
-            self._collect_done()
+                collect_done()
+                step = schedule(t)
+                is_empty = step.plan.is_empty
+            collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            if step.is_empty:
+            if is_empty:
                 if self.is_arrivals_done and not step.has_work:
                     self.last_event_s = t
                     return
@@ -166,14 +174,14 @@ class Engine:
             end_s = t + duration_s
             if end_s >= self.next_arrival_s or end_s >= self.limit_s:
                 yield _timeout_at(env, end_s)
-            sched.finish_step(step, end_s)
-            self._collect_done()
+            finish_step(step, end_s)
+            collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            rec.record_step(t, duration_s, step)
+            record_step(t, duration_s, step)
             t = self.last_event_s = end_s
-            num_ticks = sched.steady_ticks()
+            num_ticks = steady_ticks()
             if num_ticks > 0:
                 t = yield from self._decode_span(t, num_ticks, step.plan.is_paged)
 
@@ -201,7 +209,11 @@ class Engine:
             sched.finish_due,
             rec.record_decode,
         )
-        decode_time_s = self.decode_time_fn(is_paged=is_paged)
+        decode_time_s = self._decode_time_by_paged.get(is_paged)
+        if decode_time_s is None:
+            decode_time_s = self._decode_time_by_paged[is_paged] = self.decode_time_fn(
+                is_paged=is_paged
+            )
         num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
         horizon_s = min(self.next_arrival_s, self.limit_s)
@@ -265,5 +277,8 @@ class Engine:
         return t
 
     def _collect_done(self) -> None:
-        for group in self.scheduler.drain_done():
-            self.on_done(group)
+        done = self.scheduler.drain_done()
+        if done:
+            on_done = self.on_done
+            for group in done:
+                on_done(group)

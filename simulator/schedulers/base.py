@@ -67,6 +67,9 @@ import heapq
 import math
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
+from heapq import heappop, heappush
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -116,9 +119,9 @@ def _batch_order(work: tuple[int, int, SequenceGroup]) -> tuple[int, int]:
     return work[0], work[1]
 
 
-def by_arrival(group: SequenceGroup) -> int:
-    """FCFS sort key: request ids are in arrival order (trace contract)."""
-    return group.group_id
+#: FCFS sort key, a group's ``group_id``: request ids are in arrival order (trace
+#: contract). An attribute getter, not a function: it keys every preemption's visit.
+by_arrival: Callable[[SequenceGroup], int] = attrgetter("group_id")
 
 
 class Step(NamedTuple):
@@ -161,6 +164,10 @@ class Scheduler(ABC):
     pairing_note: str = ""
     #: whether its running groups all decode in every step (module docstring: speed)
     rides_clock: bool = False
+    #: after a step that was not steady and in which no group finished, forked or
+    #: started riding, ask :meth:`_steady_after_advance` too (off: such a step is
+    #: always followed by a ``schedule()``; the tests compare the two)
+    steady_after_plain_step: bool = True
 
     def __init__(
         self,
@@ -210,6 +217,11 @@ class Scheduler(ABC):
         self._next_seq_id = 0
         #: prompt tokens served from the prefix cache, per group admitted in this schedule()
         self._prefill_cached: dict[int, int] = {}
+        #: times memory was given back to the allocator (``free``, ``free_and_fork``,
+        #: ``swap_out``): nothing else lets more of it be free
+        self._num_frees = 0
+        #: the last admission check's (group, tokens generated, ``alloc_request(-1)``)
+        self._checked_request: tuple[SequenceGroup, int, AllocRequest] | None = None
 
     # ---- the engine's interface -----------------------------------------------------
 
@@ -243,6 +255,11 @@ class Scheduler(ABC):
         if self._swapped_in:
             self._swapped_in = []
         if not work:
+            # e.g. a step that preempted: nothing changed since, so the rule that decides
+            # after an advance decides here too whether the next schedule() is steady
+            if not self._steady and self.steady_after_plain_step:
+                self._steady_blocked = False
+                self._steady = self._steady_after_advance(False)
             return
         self._prefilled = []
         self._advance(work, now_s)
@@ -252,10 +269,12 @@ class Scheduler(ABC):
         ticks = self.clock.ticks
         events = self._finish_events
         due = []
-        while events and events[0][0] <= ticks:
-            _, group_id, ride_id, group = heapq.heappop(events)
-            if self._ride_id_by_group.get(group_id) == ride_id:
-                due.append(group)
+        if events and events[0][0] <= ticks:
+            ride_ids = self._ride_id_by_group
+            while events and events[0][0] <= ticks:
+                _, group_id, ride_id, group = heappop(events)
+                if ride_ids.get(group_id) == ride_id:
+                    due.append(group)
         return due
 
     def finish_due(self, now_s: float) -> bool:
@@ -265,7 +284,10 @@ class Scheduler(ABC):
         due = self._pop_due_riders()
         if not due:
             return False
-        self._advance(sorted((1, g.group_id, g) for g in due), now_s)
+        if len(due) == 1:
+            self._advance([(1, due[0].group_id, due[0])], now_s)
+        else:
+            self._advance(sorted([(1, g.group_id, g) for g in due]), now_s)
         return True
 
     def _steady_after_advance(self, ended: bool) -> bool:
@@ -295,14 +317,15 @@ class Scheduler(ABC):
         num_done = len(self._done)
         if not self._beam_keep_prob:
             self._draw_beam_parents(work)
+        rides_clock = self.rides_clock
         for _, _, group in work:
-            if group.is_riding:
+            if group.clock is not None:  # a rider at its last token
                 self._finish_group(group, now_s)
                 continue
             self._generate_token(group, now_s)
             if group.is_done:
                 self._finish_group(group, now_s)
-            elif self.rides_clock and group.beam_width == 1:
+            elif rides_clock and group.beam_width == 1:
                 del self._individual[group]
                 self._ride(group)
         self._steady_blocked = False
@@ -444,20 +467,22 @@ class Scheduler(ABC):
     def _stop_running(self, group: SequenceGroup) -> None:
         del self.running[group]
         self._num_running_seqs -= group.max_num_seqs
-        if group.is_riding:
+        if group.clock is not None:
             self._stop_riding(group)
         else:
             del self._individual[group]
 
     def _ride(self, group: SequenceGroup) -> None:
-        group.ride(self.clock)
+        clock = self.clock
+        group.ride(clock)
         self._num_riders += 1
         self._fresh_riders[group] = None
         ride_id = self._next_ride_id
-        self._next_ride_id += 1
-        self._ride_id_by_group[group.group_id] = ride_id
-        done_at = self.clock.ticks + group.output_len - group.num_generated
-        heapq.heappush(self._finish_events, (done_at, group.group_id, ride_id, group))
+        self._next_ride_id = ride_id + 1
+        group_id = group.group_id
+        self._ride_id_by_group[group_id] = ride_id
+        done_at = clock.ticks + group.output_len - group.num_generated
+        heappush(self._finish_events, (done_at, group_id, ride_id, group))
 
     def _stop_riding(self, group: SequenceGroup) -> None:
         if group in self._fresh_riders:
@@ -482,6 +507,7 @@ class Scheduler(ABC):
         else:
             self.allocator.free_and_fork(seq_ids[::-1], [])
         group.seq_ids = []
+        self._num_frees += 1
 
     def _too_many_seqs(self, group: SequenceGroup) -> bool:
         """``group`` forks into more sequences than ``max_num_seqs`` (it can never run)."""
@@ -525,9 +551,21 @@ class Scheduler(ABC):
         self, group: SequenceGroup, req: AllocRequest | None = None
     ) -> AllocStatus:
         """The allocator's answer for ``group``'s admission (``req``: its
-        ``alloc_request(-1)``, if the caller has built it)."""
+        :meth:`_admission_request`, if the caller has it)."""
         true_len = group.output_len if self.allocator.needs_true_output_len else None
-        return self.allocator.can_allocate(req or group.alloc_request(-1), true_len)
+        return self.allocator.can_allocate(req or self._admission_request(group), true_len)
+
+    def _admission_request(self, group: SequenceGroup) -> AllocRequest:
+        """``group.alloc_request(-1)``, what an admission check asks the allocator: the
+        same request while the group waits with the same progress (the head of the
+        queue is checked again at many steps), so it is built once and reused."""
+        checked = self._checked_request
+        num_generated = group.num_generated
+        if checked is not None and checked[0] is group and checked[1] == num_generated:
+            return checked[2]
+        req = group.alloc_request(-1)
+        self._checked_request = (group, num_generated, req)
+        return req
 
     def _allocate(self, group: SequenceGroup) -> None:
         """Admit ``group`` (its admission check said OK): one sequence holds the prompt,
@@ -716,3 +754,4 @@ class Scheduler(ABC):
         group.seq_ids = seq_ids
         # the beams not chosen are freed first: a contiguous allocator forks into their regions
         self.allocator.free_and_fork([beams[i] for i in freed_positions], forks)
+        self._num_frees += 1

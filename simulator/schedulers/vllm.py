@@ -88,11 +88,25 @@ class VllmScheduler(Scheduler):
     #: (:meth:`_steady_after_advance`, :meth:`add`); a variant whose admission runs by
     #: other rules (vllm-paper) turns it off
     steady_behind_blocked_head = True
+    #: admission checks reuse answers that cannot have changed: a head the allocator
+    #: answered LATER gets LATER again until memory is given back (:meth:`_head_verdict`),
+    #: and ``schedule()`` takes the head's verdict from just after the last advance
+    #: (:meth:`_steady_after_advance`); off: every check asks (the tests compare)
+    reuse_head_verdicts = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: (head, ``_num_frees``, its tokens) when the allocator last answered it LATER
+        self._blocked_head: tuple[SequenceGroup, int, int] | None = None
+        #: (head, clock ticks, ``_num_frees``, verdict, tokens) checked after the last
+        #: advance (:meth:`_steady_after_advance`), for the next ``schedule()`` to reuse
+        self._checked_head: tuple[SequenceGroup, int, int, object, int] | None = None
 
     def schedule(self, now_s: float) -> Step:
+        checked, self._checked_head = self._checked_head, None
         is_blocked = False
         if not self.swapped:
-            admitted, is_blocked = self._admit()
+            admitted, is_blocked = self._admit(checked=checked)
             if admitted:
                 return self._step(decode_groups=0, is_blocked=is_blocked, ticks=False)
         is_bulk = self.allocator.can_append_all()
@@ -131,24 +145,41 @@ class VllmScheduler(Scheduler):
         cannot append in bulk), and memory only shrinks until the next finish."""
         if super()._steady_after_advance(ended):
             return True
-        if (
+        if not (
             self.steady_behind_blocked_head
             and self.waiting
             and not self.swapped
             and not self._holds_back(self.waiting[0])
-            and self._head_verdict(self.waiting[0])[0] is AllocStatus.LATER
         ):
+            return False
+        head = self.waiting[0]
+        verdict, num_new = self._head_verdict(head)
+        if verdict is AllocStatus.LATER:
             self._steady_blocked = True
             return True
+        if self.reuse_head_verdicts:
+            # the next schedule() asks the same question first, with nothing changed
+            # since (its clock and frees tell): it takes this answer
+            self._checked_head = (head, self.clock.ticks, self._num_frees, verdict, num_new)
         return False
 
     # ---- 1. admission --------------------------------------------------------------
 
-    def _admit(self, num_batched_tokens: int = 0) -> tuple[list[SequenceGroup], bool]:
+    def _admit(
+        self, num_batched_tokens: int = 0, *, checked: tuple | None = None
+    ) -> tuple[list[SequenceGroup], bool]:
         """Groups admitted from the head of ``waiting``, and whether it stopped on LATER;
-        the token budget starts at ``num_batched_tokens``."""
+        the token budget starts at ``num_batched_tokens``. ``checked``: the head's
+        verdict from after the last advance (``_checked_head``), used if nothing has
+        changed since."""
         if not self.waiting:
             return [], False
+        if checked is not None and not (
+            checked[0] is self.waiting[0]
+            and checked[1] == self.clock.ticks
+            and checked[2] == self._num_frees
+        ):
+            checked = None
         spec = self.spec
         prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
         admitted: list[SequenceGroup] = []
@@ -156,7 +187,11 @@ class VllmScheduler(Scheduler):
             group = self.waiting[0]
             if self._holds_back(group):
                 break
-            verdict, num_new = self._head_verdict(group)
+            if checked is not None:
+                verdict, num_new = checked[3], checked[4]
+                checked = None
+            else:
+                verdict, num_new = self._head_verdict(group)
             if verdict is PROMPT_TOO_LONG:
                 self.waiting.popleft()
                 self._reject(group, prompt_limit_reason(group.num_prefill_tokens, prompt_limit))
@@ -188,14 +223,21 @@ class VllmScheduler(Scheduler):
         acting on it: PROMPT_TOO_LONG (its prompt exceeds ``max_model_len`` or its own
         tokens the token budget), TOO_MANY_SEQS, else the allocator's AllocStatus; and
         the tokens its prefill computes (the pinned prefix's are not)."""
-        req = group.alloc_request(-1)
+        blocked = self._blocked_head
+        if blocked is not None and blocked[0] is group and blocked[1] == self._num_frees:
+            # LATER stands: nothing was given back since (memory only shrank)
+            return AllocStatus.LATER, blocked[2]
+        req = self._admission_request(group)
         num_tokens = req.num_tokens
         num_new = num_tokens - self.allocator.num_pinned_tokens(req)
         if num_tokens > self.max_model_len or num_new > self.spec.max_num_batched_tokens:
             return PROMPT_TOO_LONG, num_new
         if self._too_many_seqs(group):
             return TOO_MANY_SEQS, num_new
-        return self._admission_status(group, req), num_new
+        status = self._admission_status(group, req)
+        if status is AllocStatus.LATER and self.reuse_head_verdicts:
+            self._blocked_head = (group, self._num_frees, num_new)
+        return status, num_new
 
     def _holds_back(self, group: SequenceGroup) -> bool:
         """Whether the head of ``waiting`` stops admission before any check (never in v0)."""
@@ -240,19 +282,26 @@ class VllmScheduler(Scheduler):
         the kept groups append at the end in one bulk append (the same slots and block
         counts; only which free block each sequence gets differs)."""
         alloc = self.allocator
-        queue = deque(zip(order, costs, strict=True))
         kept: list[SequenceGroup] = []
         preempted = False
         pending = 0
-        while queue:
-            group, (ask, take) = queue.popleft()
-            while alloc.num_free_blocks - pending < ask:
+        # only a preemption frees blocks during the visit: the pool is asked after each
+        free = alloc.num_free_blocks
+        # the queue is order[i:end]: visited from the front, preempted from the back
+        i, end = 0, len(order)
+        while i < end:
+            group = order[i]
+            ask, take = costs[i]
+            i += 1
+            while free - pending < ask:
                 preempted = True
-                if queue:
-                    self._preempt(queue.pop()[0])
+                if i < end:
+                    end -= 1
+                    self._preempt(order[end])
                 else:
                     self._preempt(group)
                     break
+                free = alloc.num_free_blocks
             else:
                 pending += take
                 kept.append(group)
@@ -281,6 +330,7 @@ class VllmScheduler(Scheduler):
             self._reject(group, SWAP_OUT_ABORTED)
             return
         self.allocator.swap_out(group.group_id)
+        self._num_frees += 1
         group.status = SWAPPED
         self.swapped.append(group)
 

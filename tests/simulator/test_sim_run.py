@@ -284,6 +284,109 @@ def test_steady_behind_a_blocked_head(monkeypatch, overrides):
     assert calls_with_rule <= len(calls) if "n" in doc["workload"] else calls_with_rule < len(calls)
 
 
+_SHORTCUT_CASES = {
+    "recompute": {},
+    "swap": {"scheduler": {"kind": "vllm", "preemption_mode": "swap"}},
+    "watermark": {"allocator": {"kind": "paged", "block_size": 8, "watermark": 0.05}},
+    "parallel": {"workload": {"name": "sharegpt", "num_requests": 120, "n": 2}},
+    "beams": {
+        "workload": {"name": "alpaca-like", "num_requests": 80, "beam_width": 3},
+        "hardware": {"kv_slots": 1024},
+    },
+    "prefix-caching": {
+        "workload": {"name": "sharegpt", "num_requests": 120, "shared_prefix_len": 64},
+        "allocator": {"kind": "paged", "block_size": 16, "prefix_caching": True},
+    },
+    "short-outputs": {
+        "workload": {
+            "name": "synthetic",
+            "num_requests": 120,
+            "prompt": {"dist": "lognormal", "mean": 400.0, "cv": 0.5},
+            "output": {"dist": "lognormal", "mean": 3.0, "cv": 1.0},
+            "min_len": 1,
+        }
+    },
+    "arrivals-budget": {
+        "arrivals": {"process": "poisson", "rate_req_s": 30.0},
+        "scheduler": {"kind": "vllm", "max_num_batched_tokens": 1024},
+    },
+    "vllm-paper": {"scheduler": {"kind": "vllm-paper"}},
+    "vllm-paper-swap": {"scheduler": {"kind": "vllm-paper", "preemption_mode": "swap"}},
+}
+
+
+def _same_run(a, b) -> None:
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
+    strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
+    assert strip(a.summary) == strip(b.summary)
+    assert a.extra["num_steps"] == b.extra["num_steps"]
+
+
+@pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
+def test_steady_after_a_plain_step(monkeypatch, case):
+    """After a step in which no group finished, forked or started riding (a step that
+    preempted, for one), the scheduler's steady rule is asked too, so the next decode
+    steps run as a span instead of ``schedule()`` calls. The results are those of
+    calling ``schedule()`` there (the rule switched off), and the calls are no more."""
+    overrides = _SHORTCUT_CASES[case]
+    kind = overrides.get("scheduler", {}).get("kind", "vllm")
+    cls = SCHEDULERS[kind]
+    doc = {
+        "workload": {"name": "sharegpt", "num_requests": 120},
+        "arrivals": {"process": "burst"},
+        "hardware": {"kv_slots": 4096},
+        "check_invariants": False,
+        **overrides,
+    }
+    spec = small_spec(**doc)
+    calls = count_schedule_calls(monkeypatch, cls)
+    with_rule = simulate(spec)
+    calls_with_rule = len(calls)
+    monkeypatch.setattr(cls, "steady_after_plain_step", False)
+    calls.clear()
+    _same_run(with_rule, simulate(spec))
+    assert with_rule.summary["num_finished"] > 60
+    assert calls_with_rule <= len(calls)
+    if case in ("recompute", "watermark"):  # these preempt by recompute behind a blocked head
+        assert calls_with_rule < len(calls)
+
+
+@pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
+def test_reused_head_verdicts(monkeypatch, case):
+    """vllm's admission checks reuse the allocator's answers that cannot have changed (a
+    head answered LATER until memory is given back; the head checked after an advance,
+    in the next ``schedule()``): the results are those of asking every time (the reuse
+    switched off), with fewer questions, and with the invariants checked."""
+    from pagesim.allocators.paged import PagedAllocator
+
+    overrides = _SHORTCUT_CASES[case]
+    kind = overrides.get("scheduler", {}).get("kind", "vllm")
+    doc = {
+        "workload": {"name": "sharegpt", "num_requests": 120},
+        "arrivals": {"process": "burst"},
+        "hardware": {"kv_slots": 4096},
+        "check_invariants": True,
+        **overrides,
+    }
+    spec = small_spec(**doc)
+    asked: list[object] = []
+    original = PagedAllocator.can_allocate
+
+    def counted(self, req, true_output_len=None):
+        asked.append(req.group_id)
+        return original(self, req, true_output_len)
+
+    monkeypatch.setattr(PagedAllocator, "can_allocate", counted)
+    with_reuse = simulate(spec)
+    num_asked = len(asked)
+    monkeypatch.setattr(SCHEDULERS[kind], "reuse_head_verdicts", False)
+    asked.clear()
+    _same_run(with_reuse, simulate(spec))
+    assert with_reuse.summary["num_finished"] > 60
+    assert num_asked < len(asked)
+
+
 def _ended_groups(trace):
     """The trace's groups, ended by hand: finished (times 1.0 / 3.0), rejected, unfinished."""
     from pagesim.simulator.run import _groups
