@@ -16,6 +16,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -42,6 +43,17 @@ def setup(extras: str) -> None:
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".{extras}")
         stamp.touch()
+    compile_bytecode()
+
+
+def compile_bytecode() -> None:
+    """Write the package's bytecode, as pip does for a regular install (an editable
+    install leaves it to the first import, and with PYTHONDONTWRITEBYTECODE set no
+    import writes it): each start then reads .pyc files instead of compiling every
+    module, about 60 ms. Only files changed since are compiled again."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        package_dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"].values()
+    sh(BIN / "python", "-m", "compileall", "-q", *sorted(set(package_dirs)))
 
 
 def main(argv: list[str]) -> int:
