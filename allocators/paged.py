@@ -499,7 +499,7 @@ class PagedAllocator(KVAllocator):
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
         O(blocks opened) for the lockstep set, then the exact sequences one by one."""
-        self._append_lockstep(self._openers())
+        self._append_lockstep(0)
         if self._exact_seq_ids:
             self._append_exact()
 
@@ -508,10 +508,14 @@ class PagedAllocator(KVAllocator):
         block: those with ``off = -clock mod B``."""
         return self._seq_ids_by_residue[-self._clock % self._block_size]
 
-    def _append_lockstep(self, openers: dict[int, None]) -> None:
-        """One more slot for every lockstep sequence: a block for each of ``openers``
-        (:meth:`_openers`), the clock, and the final blocks opened now."""
+    def _append_lockstep(self, min_free: int) -> bool:
+        """One more slot for every lockstep sequence: a block for each opener
+        (:meth:`_openers`), the clock, and the final blocks opened now. False, with
+        nothing changed, if the blocks it would open leave fewer than ``min_free`` free."""
+        openers = self._openers()
         num_opened = len(openers)
+        if min_free and self.gpu.num_free_blocks - num_opened < min_free:
+            return False
         if num_opened:
             tables = self._table_by_seq
             if num_opened == 1:
@@ -523,6 +527,7 @@ class PagedAllocator(KVAllocator):
             self._num_table_blocks += num_opened
         self._clock += 1
         self._lockstep_internal += self._final_internal_by_clock.pop(self._clock, 0)
+        return True
 
     def append_all_measured(
         self, is_blocked: bool
@@ -535,12 +540,10 @@ class PagedAllocator(KVAllocator):
         per-step path."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
-        # can_append_all, inline (this runs once per step of a decode span): with no
-        # exact sequence, the blocks the openers take must leave the largest group one each
-        openers = self._openers()
-        if self._max_group_size and self.gpu.num_free_blocks - len(openers) < self._max_group_size:
+        # can_append_all with no exact sequence: the blocks the openers take must leave
+        # the largest group one each
+        if not self._append_lockstep(self._max_group_size):
             return None
-        self._append_lockstep(openers)
         num_seqs = len(self._off_by_seq)
         held = self._sum_off + num_seqs * self._clock
         holes = self._lockstep_blocks * self._block_size - held
