@@ -341,15 +341,16 @@ class KVAllocator(ABC):
 
     def append_all_measured(
         self, is_blocked: bool
-    ) -> tuple[DecodeTotals, tuple[int, int, int, int, int, int]] | None:
+    ) -> tuple[int, int, int, tuple[int, int, int, int, int, int]] | None:
         """A bulk decode step in one call: None (nothing changed) unless
         ``can_append_all`` and no copy or swap waits to be drained (it belongs in a
         step's plan: the caller takes the per-step path); else ``append_slot_all``, then
-        ``decode_totals`` and ``usage_slots(is_blocked)``."""
+        ``decode_totals`` (its three numbers) and ``usage_slots(is_blocked)``, in one
+        flat tuple."""
         if self.has_pending_transfers() or not self.can_append_all():
             return None
         self.append_slot_all()
-        return self.decode_totals(), self.usage_slots(is_blocked)
+        return (*self.decode_totals(), self.usage_slots(is_blocked))
 
     @property
     def prefix_cache(self) -> PrefixCacheCounters:

@@ -531,7 +531,7 @@ class PagedAllocator(KVAllocator):
 
     def append_all_measured(
         self, is_blocked: bool
-    ) -> tuple[tuple[int, int, int], tuple[int, int, int, int, int, int]] | None:
+    ) -> tuple[int, int, int, tuple[int, int, int, int, int, int]] | None:
         """``KVAllocator.append_all_measured`` (a steady decode step in one call):
         ``can_append_all``, ``append_slot_all``, ``decode_totals`` and ``usage_slots``
         fused, the same arithmetic on the same running totals. None (nothing changed)
@@ -548,8 +548,11 @@ class PagedAllocator(KVAllocator):
         held = self._sum_off + num_seqs * self._clock
         holes = self._lockstep_blocks * self._block_size - held
         internal = self._lockstep_internal
-        return (num_seqs, held, self._num_table_blocks), self._pool_usage(
-            holes, holes - internal, internal, is_blocked
+        return (
+            num_seqs,
+            held,
+            self._num_table_blocks,
+            self._pool_usage(holes, holes - internal, internal, is_blocked),
         )
 
     def _append_exact(self) -> None:

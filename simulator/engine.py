@@ -233,7 +233,7 @@ class Engine:
                         tick_run(ends)
                     self.last_event_s = t
                     return t
-                (num_seqs, num_slots, num_blocks), usage_slots = measured
+                num_seqs, num_slots, num_blocks, usage_slots = measured
                 duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
                 end_s = t + duration_s
                 if i < plain_until and end_s < horizon_s:

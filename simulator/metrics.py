@@ -310,11 +310,11 @@ class StepRecorder:
             batch_sum / steps if steps else 0.0,
             prefill_tokens,
             decode_tokens,
-            *((v / denom if denom > 0 else 0.0) for v in mem_slot_s),
+            *([v / denom for v in mem_slot_s] if denom > 0 else [0.0] * len(mem_slot_s)),
             free_block_s / d if d > 0 else 0.0,
             copied,
             swapped,
-            *((q / steps if steps else 0.0) for q in queue_sums),
+            *([q / steps for q in queue_sums] if steps else [0.0] * len(queue_sums)),
             prefix_hit_tokens,
             shared_saved_slot_s / denom if denom > 0 else 0.0,
         )

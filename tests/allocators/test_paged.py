@@ -215,12 +215,12 @@ def test_measured_bulk_append_is_the_four_calls_it_fuses(req):
             assert measured is None
             break
         plain.append_slot_all()
-        assert measured == (tuple(plain.decode_totals()), plain.usage_slots(is_blocked))
+        assert measured == (*plain.decode_totals(), plain.usage_slots(is_blocked))
         assert [fused.block_table(s) for s in (0, 1, 2)] == [
             plain.block_table(s) for s in (0, 1, 2)
         ]
         fused.check_invariants()
-        internal.append(measured[1][2])
+        internal.append(measured[3][2])
     else:
         raise AssertionError("the pool never filled up")
     assert internal == [0, 0, 0, 0, 0, 1, 1, 3]  # the final blocks' never-filled slots
