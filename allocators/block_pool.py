@@ -150,28 +150,23 @@ class BlockPool:
         enter the evictor deepest first (vLLM's tie rule for one release).
         """
         ref_counts = self._ref_counts
-        block_ids = list(block_ids)
-        if not self._key_to_block:
-            # no keyed block anywhere, and (the common case) the leading blocks are held
-            # once: they are released in one push, and the rest one by one below
-            released = 0
-            for block_id in block_ids:
-                if ref_counts[block_id] != 1:
-                    break
-                ref_counts[block_id] = 0
-                released += 1
-            if released:
-                self.num_free_blocks += released
-                if released == len(block_ids):
-                    self._free_ids.extend(block_ids)
-                    return
-                self._free_ids.extend(block_ids[:released])
-                block_ids = block_ids[released:]
-        push = self._free_ids.append
-        keyed: list[int] = []
-        key_by_block = self._key_by_block
-        num_free = len(self._free_ids)
+        stack = self._free_ids
+        num_free = len(stack)
+        push = stack.append
         try:
+            if not self._key_to_block:  # no keyed block anywhere: releases go on the stack
+                for block_id in block_ids:
+                    count = ref_counts[block_id]
+                    if count == 1:  # the common case first: held once
+                        ref_counts[block_id] = 0
+                        push(block_id)
+                    elif count > 1:
+                        ref_counts[block_id] = count - 1
+                    else:
+                        raise InvariantError(f"{self.name} block {block_id} freed twice")
+                return
+            keyed: list[int] = []
+            key_by_block = self._key_by_block
             for block_id in block_ids:
                 count = ref_counts[block_id] - 1
                 if count < 0:
@@ -183,7 +178,7 @@ class BlockPool:
                     else:
                         keyed.append(block_id)
         finally:
-            self.num_free_blocks += len(self._free_ids) - num_free
+            self.num_free_blocks += len(stack) - num_free
         if keyed:
             keyed.sort(key=self._depth_by_block.__getitem__, reverse=True)
             for block_id in keyed:
