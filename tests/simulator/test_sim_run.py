@@ -259,29 +259,49 @@ def test_steady_behind_a_blocked_head(monkeypatch, overrides):
     arrive behind it), the decode steps run as steady spans without ``schedule()``.
     The results are those of calling ``schedule()`` there (the rule switched off) and
     the calls are fewer."""
-    cls = SCHEDULERS["vllm"]
-    doc = {
-        "workload": {"name": "sharegpt", "num_requests": 120},
-        "arrivals": {"process": "burst"},
-        "hardware": {"kv_slots": 4096},
-        "check_invariants": False,
-        **overrides,
-    }
-    spec = small_spec(**doc)
+    with_rule, calls_with_rule, calls_without = _switched_off(
+        monkeypatch, SCHEDULERS["vllm"], "steady_behind_blocked_head", _burst_spec(overrides)
+    )
+    assert with_rule.summary["num_finished"] > 100
+    # forked samples share their last block, so their spans stop at the first step
+    if "n" in overrides.get("workload", {}):
+        assert calls_with_rule <= calls_without
+    else:
+        assert calls_with_rule < calls_without
+
+
+def _switched_off(monkeypatch, cls, flag: str, spec):
+    """Run ``spec``, then again with the scheduler class's ``flag`` off: the results
+    must agree; returns the first run and both runs' ``schedule()`` calls."""
     calls = count_schedule_calls(monkeypatch, cls)
     with_rule = simulate(spec)
     calls_with_rule = len(calls)
-    monkeypatch.setattr(cls, "steady_behind_blocked_head", False)
+    monkeypatch.setattr(cls, flag, False)
     calls.clear()
-    without = simulate(spec)
-    pd.testing.assert_frame_equal(with_rule.requests, without.requests)
-    pd.testing.assert_frame_equal(with_rule.timeseries, without.timeseries)
+    _same_run(with_rule, simulate(spec))
+    return with_rule, calls_with_rule, len(calls)
+
+
+def _burst_spec(overrides: dict, *, check_invariants: bool = False):
+    """120 ShareGPT requests at t = 0 on a 4,096-slot pool, with ``overrides``."""
+    return small_spec(
+        **{
+            "workload": {"name": "sharegpt", "num_requests": 120},
+            "arrivals": {"process": "burst"},
+            "hardware": {"kv_slots": 4096},
+            "check_invariants": check_invariants,
+            **overrides,
+        }
+    )
+
+
+def _same_run(a, b) -> None:
+    """Two runs' requests table, time series, summary (but its wall time) and steps agree."""
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
     strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
-    assert strip(with_rule.summary) == strip(without.summary)
-    assert with_rule.summary["num_finished"] > 100
-    assert with_rule.extra["num_steps"] == without.extra["num_steps"]
-    # forked samples share their last block, so their spans stop at the first step
-    assert calls_with_rule <= len(calls) if "n" in doc["workload"] else calls_with_rule < len(calls)
+    assert strip(a.summary) == strip(b.summary)
+    assert a.extra["num_steps"] == b.extra["num_steps"]
 
 
 _SHORTCUT_CASES = {
@@ -315,14 +335,6 @@ _SHORTCUT_CASES = {
 }
 
 
-def _same_run(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests)
-    pd.testing.assert_frame_equal(a.timeseries, b.timeseries)
-    strip = lambda s: {k: v for k, v in s.items() if k != "sim_wall_s"}  # noqa: E731
-    assert strip(a.summary) == strip(b.summary)
-    assert a.extra["num_steps"] == b.extra["num_steps"]
-
-
 @pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
 def test_steady_after_a_plain_step(monkeypatch, case):
     """After a step in which no group finished, forked or started riding (a step that
@@ -331,25 +343,13 @@ def test_steady_after_a_plain_step(monkeypatch, case):
     calling ``schedule()`` there (the rule switched off), and the calls are no more."""
     overrides = _SHORTCUT_CASES[case]
     kind = overrides.get("scheduler", {}).get("kind", "vllm")
-    cls = SCHEDULERS[kind]
-    doc = {
-        "workload": {"name": "sharegpt", "num_requests": 120},
-        "arrivals": {"process": "burst"},
-        "hardware": {"kv_slots": 4096},
-        "check_invariants": False,
-        **overrides,
-    }
-    spec = small_spec(**doc)
-    calls = count_schedule_calls(monkeypatch, cls)
-    with_rule = simulate(spec)
-    calls_with_rule = len(calls)
-    monkeypatch.setattr(cls, "steady_after_plain_step", False)
-    calls.clear()
-    _same_run(with_rule, simulate(spec))
+    with_rule, calls_with_rule, calls_without = _switched_off(
+        monkeypatch, SCHEDULERS[kind], "steady_after_plain_step", _burst_spec(overrides)
+    )
     assert with_rule.summary["num_finished"] > 60
-    assert calls_with_rule <= len(calls)
+    assert calls_with_rule <= calls_without
     if case in ("recompute", "watermark"):  # these preempt by recompute behind a blocked head
-        assert calls_with_rule < len(calls)
+        assert calls_with_rule < calls_without
 
 
 @pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
@@ -362,14 +362,7 @@ def test_reused_head_verdicts(monkeypatch, case):
 
     overrides = _SHORTCUT_CASES[case]
     kind = overrides.get("scheduler", {}).get("kind", "vllm")
-    doc = {
-        "workload": {"name": "sharegpt", "num_requests": 120},
-        "arrivals": {"process": "burst"},
-        "hardware": {"kv_slots": 4096},
-        "check_invariants": True,
-        **overrides,
-    }
-    spec = small_spec(**doc)
+    spec = _burst_spec(overrides, check_invariants=True)
     asked: list[object] = []
     original = PagedAllocator.can_allocate
 
