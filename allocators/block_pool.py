@@ -82,7 +82,9 @@ class BlockPool:
     def take_many(self, n: int) -> list[int]:
         """``[take() for _ in range(n)]``, in that order, with the stack's part in one slice."""
         stack = self._free_ids
-        k = min(n, len(stack))
+        k = len(stack)
+        if n < k:
+            k = n
         if k:
             ids = stack[-k:]
             del stack[-k:]

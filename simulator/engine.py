@@ -69,9 +69,12 @@ class _UrgentTimeout(Event):
 
 def _timeout_at(env: simpy.Environment, t_s: float) -> Event:
     """A timeout that fires at ``t_s`` exactly (``now + (t_s - now)`` can miss it by an ulp)."""
-    delay = t_s - env.now
-    for candidate in (delay, math.nextafter(delay, math.inf), math.nextafter(delay, -math.inf)):
-        if env.now + candidate == t_s and candidate >= 0:
+    now = env.now
+    delay = t_s - now
+    if now + delay == t_s and delay >= 0:  # the usual case; else one ulp either way
+        return env.timeout(delay)
+    for candidate in (math.nextafter(delay, math.inf), math.nextafter(delay, -math.inf)):
+        if now + candidate == t_s and candidate >= 0:
             return env.timeout(candidate)
     return env.timeout(max(delay, 0.0))
 
