@@ -117,6 +117,13 @@ class Engine:
         self._wakeup: Event | None = None
         #: the decode formula by cache kind (``decode_time_fn`` once per kind, not per span)
         self._decode_time_by_paged: dict[bool, Callable[[int, int, int], float]] = {}
+        #: what a decode span calls at every step, bound once
+        self._span_calls = (
+            scheduler.allocator.append_all_measured,
+            scheduler.tick_run,
+            scheduler.finish_due,
+            recorder.record_decode,
+        )
         env.process(self._arrivals(groups))
         self.process = env.process(self._loop())
 
@@ -204,14 +211,9 @@ class Engine:
         the step in which groups finish or a request arrives, the run goes on if the
         scheduler says it is still steady (with the new counts), and ends otherwise; it
         ends early when the allocator cannot append in bulk. Returns the time reached."""
-        env, sched, rec = self.env, self.scheduler, self.recorder
+        env, sched = self.env, self.scheduler
         alloc = sched.allocator
-        append_all_measured, tick_run, finish_due, record_decode = (
-            alloc.append_all_measured,
-            sched.tick_run,
-            sched.finish_due,
-            rec.record_decode,
-        )
+        append_all_measured, tick_run, finish_due, record_decode = self._span_calls
         decode_time_s = self._decode_time_by_paged.get(is_paged)
         if decode_time_s is None:
             decode_time_s = self._decode_time_by_paged[is_paged] = self.decode_time_fn(
