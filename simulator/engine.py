@@ -115,8 +115,10 @@ class Engine:
         #: end of the last completed step or idle period (the run's end when it drains)
         self.last_event_s = 0.0
         self._wakeup: Event | None = None
-        #: the decode formula by cache kind (``decode_time_fn`` once per kind, not per span)
-        self._decode_time_by_paged: dict[bool, Callable[[int, int, int], float]] = {}
+        #: the decode formula by cache kind (``decode_time_fn`` asked once, not per span)
+        self._decode_time_by_paged = {
+            is_paged: self.decode_time_fn(is_paged=is_paged) for is_paged in (True, False)
+        }
         #: what a decode span calls at every step, bound once
         self._span_calls = (
             scheduler.allocator.append_all_measured,
@@ -214,11 +216,7 @@ class Engine:
         env, sched = self.env, self.scheduler
         alloc = sched.allocator
         append_all_measured, tick_run, finish_due, record_decode = self._span_calls
-        decode_time_s = self._decode_time_by_paged.get(is_paged)
-        if decode_time_s is None:
-            decode_time_s = self._decode_time_by_paged[is_paged] = self.decode_time_fn(
-                is_paged=is_paged
-            )
+        decode_time_s = self._decode_time_by_paged[is_paged]
         num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
         horizon_s = min(self.next_arrival_s, self.limit_s)

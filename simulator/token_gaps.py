@@ -45,9 +45,17 @@ class TokenGaps:
         #: distinct gaps ascending, and how many of each: everything folded so far
         self._tally: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.int64))
         self._fold_at = MIN_FOLD
+        self._clear_pending()
+        self._clear_runs()
+
+    def _clear_pending(self) -> None:
+        """No single gaps or chunks wait to be folded."""
         self._pending_gaps = array("d")
         self._pending_counts = array("q")
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def _clear_runs(self) -> None:
+        """No per-step runs or tick runs wait to be folded."""
         self._run_gaps = array("d")
         self._run_counts = array("q")
         #: runs of ticks (:meth:`add_tick_runs`): every step's end, and per run the end
@@ -127,16 +135,9 @@ class TokenGaps:
                 counts.append(gap_counts)
         self._tally = _tally(np.concatenate(values), np.concatenate(counts))
         del values, counts
-        self._pending_gaps = array("d")
-        self._pending_counts = array("q")
-        self._chunks = []
+        self._clear_pending()
         if with_runs:
-            self._run_gaps = array("d")
-            self._run_counts = array("q")
-            self._tick_ends = array("d")
-            self._tick_prev = array("d")
-            self._tick_lens = array("q")
-            self._tick_counts = array("q")
+            self._clear_runs()
         self._fold_at = max(MIN_FOLD, len(self._tally[0]))
 
     def _tick_gaps(self) -> tuple[np.ndarray, np.ndarray]:
