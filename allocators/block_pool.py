@@ -99,6 +99,22 @@ class BlockPool:
             ids.append(self.take())
         return ids
 
+    def take_onto(self, tables: Iterable[list[int]], n: int) -> None:
+        """``table.append(take())`` for each of the ``n`` lists ``tables``, in order (a
+        bulk decode step opens a block for each of its openers)."""
+        stack = self._free_ids
+        if len(stack) < n:  # some come from the evictor, or the pool runs out
+            for table in tables:
+                table.append(self.take())
+            return
+        ref_counts = self._ref_counts
+        pop = stack.pop
+        for table in tables:
+            block_id = pop()
+            ref_counts[block_id] = 1
+            table.append(block_id)
+        self.num_free_blocks -= n
+
     def lookup(self, key: int) -> int | None:
         """The block holding content ``key`` (held or evictable), if any."""
         return self._key_to_block.get(key)
@@ -186,6 +202,20 @@ class BlockPool:
             for block_id in keyed:
                 self._evictor.add(block_id)
             self.num_free_blocks += len(keyed)
+
+    def release_held_once(self, block_ids: list[int]) -> None:
+        """``decref_all(reversed(block_ids))`` for blocks the caller knows are each held
+        once (by the one table that lists them) and carry no key, so that every one is
+        released: onto the stack tail first, without reading the counts. A pool that
+        caches prefixes takes ``decref_all``'s way (its blocks may carry keys)."""
+        if self.is_caching:
+            self.decref_all(reversed(block_ids))
+            return
+        ref_counts = self._ref_counts
+        for block_id in block_ids:
+            ref_counts[block_id] = 0
+        self._free_ids.extend(reversed(block_ids))
+        self.num_free_blocks += len(block_ids)
 
     def check_invariants(self, expected_ref_counts: list[int]) -> None:
         """Reference counts equal the tables' holdings; free, evictable and held partition the pool."""

@@ -88,7 +88,11 @@ fragmentation of the sequences that open their final block when the clock reache
 ``append_slot_all`` is O(blocks opened). Block tables stay exact for every sequence
 (ids are taken from the pool as blocks open), so prefix caching, forks and swaps see
 the same blocks either way; the other sequences (the *exact* ones) are appended and
-accounted one by one, and join the lockstep set at their next append.
+accounted one by one, and join the lockstep set at their next append. Without a
+prefix cache or a pinned prefix, blocks are shared only inside a group, so a group's
+only sequence holds each of its blocks alone: ``free`` releases them without reading
+their counts (``BlockPool.release_held_once``), and a bulk step gives each opener its
+block in one pass (``BlockPool.take_onto``).
 """
 
 from __future__ import annotations
@@ -155,6 +159,10 @@ class PagedAllocator(KVAllocator):
         self._counters = PrefixCacheCounters()
         #: the pinned prefix (module docstring): its segment id and its pinned blocks
         self._pinned_segment_id, self._pinned_ids = self._pin(pinned_prefix, is_prefix_caching)
+        #: blocks are shared only between sequences of one group (forks): no prefix
+        #: cache hit or pinned prefix shares them across groups, so the blocks of a
+        #: group's only sequence are each held once
+        self._is_shared_in_group_only = not (is_prefix_caching or self._pinned_ids)
         #: tokens held by the sequences outside the lockstep set (exact ones, swapped ones)
         self._num_tokens_by_seq: dict[int, int] = {}
         #: GPU sequences outside the lockstep set (module docstring)
@@ -517,12 +525,7 @@ class PagedAllocator(KVAllocator):
         if min_free and self.gpu.num_free_blocks - num_opened < min_free:
             return False
         if num_opened:
-            tables = self._table_by_seq
-            if num_opened == 1:
-                tables[next(iter(openers))].append(self.gpu.take())
-            else:
-                for seq_id, block_id in zip(openers, self.gpu.take_many(num_opened), strict=True):
-                    tables[seq_id].append(block_id)
+            self.gpu.take_onto(map(self._table_by_seq.__getitem__, openers), num_opened)
             self._lockstep_blocks += num_opened
             self._num_table_blocks += num_opened
         self._clock += 1
@@ -653,7 +656,10 @@ class PagedAllocator(KVAllocator):
                 del self._exact_seq_ids[seq_id]
             table = self._table_by_seq.pop(seq_id)
             self._num_table_blocks -= len(table)
-            self.gpu.decref_all(reversed(table))
+            if len(members) == 1 and self._is_shared_in_group_only:
+                self.gpu.release_held_once(table)
+            else:
+                self.gpu.decref_all(reversed(table))
             self._count_group(len(members), -1)
             if len(members) > 1:
                 self._count_group(len(members) - 1, +1)

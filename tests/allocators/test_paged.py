@@ -257,6 +257,63 @@ def test_take_many_is_repeated_take():
         many.take_many(1)
 
 
+@pytest.mark.parametrize("is_caching", [False, True])
+def test_take_onto_is_repeated_take(is_caching):
+    """take_onto appends to each list what take() would give it, in order, also when
+    the stack runs short and cached blocks are evicted; an empty pool raises."""
+    from pagesim.allocators.block_pool import BlockPool
+
+    def build() -> BlockPool:
+        pool = BlockPool(10, is_caching=is_caching)
+        held = [pool.take_keyed(100 + i, 16)[0] if is_caching else pool.take() for i in range(6)]
+        pool.decref_all(held[::2])  # holes in the stack (cached blocks: evictable)
+        return pool
+
+    one, onto = build(), build()
+    for n in (1, 3, 3):  # the last call reaches past the stack when caching
+        expected = [[i] for i in range(n)]
+        for table in expected:
+            table.append(one.take())
+        tables = [[i] for i in range(n)]
+        onto.take_onto(iter(tables), n)
+        assert tables == expected
+        assert [one.ref_count(b) for b in range(10)] == [onto.ref_count(b) for b in range(10)]
+        assert (one.free_ids(), one.evictable_ids()) == (onto.free_ids(), onto.evictable_ids())
+        assert one.num_free_blocks == onto.num_free_blocks
+        onto.check_invariants([onto.ref_count(b) for b in range(10)])
+    with pytest.raises(AllocatorError, match="out of blocks"):
+        onto.take_onto(iter([[], []]), 2)
+
+
+@pytest.mark.parametrize("is_caching", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_release_held_once_is_decref_all_from_the_tail(is_caching, seed):
+    """release_held_once(table), for blocks each held once, leaves the pool as
+    decref_all(reversed(table)) does: counts, stack order, evictor, free count."""
+    import random
+
+    from pagesim.allocators.block_pool import BlockPool
+
+    rng = random.Random(seed)
+    pools = [BlockPool(48, is_caching=is_caching) for _ in range(2)]
+    tables: list[list[int]] = [[] for _ in range(6)]
+    for depth in range(40):  # tables grow in turns, so their ids interleave
+        table = rng.choice(tables)
+        key = 1000 + depth if is_caching and rng.random() < 0.3 else None
+        ids = {p.take_keyed(key, 16 * len(table) + 16)[0] if key else p.take() for p in pools}
+        assert len(ids) == 1
+        table.append(ids.pop())
+    rng.shuffle(tables)
+    once, each = pools
+    for table in tables:
+        once.release_held_once(table)
+        each.decref_all(reversed(table))
+        assert [once.ref_count(b) for b in range(48)] == [each.ref_count(b) for b in range(48)]
+        assert (once.free_ids(), once.evictable_ids()) == (each.free_ids(), each.evictable_ids())
+        assert once.num_free_blocks == each.num_free_blocks
+    once.check_invariants([0] * 48)
+
+
 def test_append_costs_are_what_group_by_group_appends_ask_and_take(req):
     """Per group: the free blocks can_append_slots asks for (one per sequence) and the
     blocks its appends open; None where an append could copy or a pool caches."""
