@@ -29,15 +29,22 @@ LAYOUTS = {
 }
 
 
-def _read_frame(path: Path) -> pd.DataFrame:
+def _read_frame(path: Path, *, as_text: bool) -> pd.DataFrame:
+    """The file's cells, as text (``as_text``) or with the types read_csv infers."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        if as_text:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        else:
+            # low_memory=False: types from the whole column (no mixed-type chunk warning)
+            frame = pd.read_csv(path, skipinitialspace=True, low_memory=False)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path}: empty file; expected a CSV header") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: malformed CSV: {str(exc).strip()}") from None
+    frame.columns = [c.strip() for c in frame.columns]
+    return frame
 
 
 def _layout_of(path: Path, frame: pd.DataFrame) -> str:
@@ -83,13 +90,25 @@ def _times_s(path: Path, frame: pd.DataFrame, col: str, layout: str) -> np.ndarr
 
 
 def read_timestamped_csv(path: str | Path) -> LengthTable:
-    """Read either Azure layout into a timestamped :class:`LengthTable` sorted by arrival."""
+    """Read either Azure layout into a timestamped :class:`LengthTable` sorted by arrival.
+
+    The processed layout's numbers are taken as read_csv parses them (the converter
+    ``pd.to_numeric`` uses on text); a file whose columns are not all numbers, or
+    whose numbers fail a check, is read again as text, which names the bad cell."""
     path = Path(path)
-    frame = _read_frame(path)
-    frame.columns = [c.strip() for c in frame.columns]
+    frame = _read_frame(path, as_text=False)
     layout = _layout_of(path, frame)
     if len(frame) == 0:
         raise DataError(f"{path}: no rows after the header")
+    if all(frame[col].dtype.kind in "iuf" for col in LAYOUTS[layout]):
+        try:
+            return _length_table(path, frame, layout)
+        except DataError:
+            pass
+    return _length_table(path, _read_frame(path, as_text=True), layout)
+
+
+def _length_table(path: Path, frame: pd.DataFrame, layout: str) -> LengthTable:
     t_col, p_col, o_col = LAYOUTS[layout]
     arrival_s = _times_s(path, frame, t_col, layout)
     prompt_len = _int_column(path, frame, p_col)
