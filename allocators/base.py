@@ -352,6 +352,28 @@ class KVAllocator(ABC):
         self.append_slot_all()
         return (*self.decode_totals(), self.usage_slots(is_blocked))
 
+    def append_all_copying(
+        self, is_blocked: bool
+    ) -> tuple[int, int, int, tuple[int, int, int, int, int, int], int] | None:
+        """The bulk decode step that ``append_all_measured`` leaves to the caller because
+        its appends copy blocks (forks appending into a shared last block): None (nothing
+        changed) unless ``can_append_all`` and nothing waited to be drained before;
+        else ``append_slot_all``, ``decode_totals``, ``usage_slots(is_blocked)`` and the
+        blocks the step copied (``drain_transfers``), in one flat tuple."""
+        if self.has_pending_transfers() or not self.can_append_all():
+            return None
+        self.append_slot_all()
+        transfers = self.drain_transfers()
+        if transfers.num_swapped_in_blocks or transfers.num_swapped_out_blocks:
+            from pagesim.errors import InvariantError
+
+            raise InvariantError(f"{self.kind} allocator: a bulk append swapped blocks")
+        return (
+            *self.decode_totals(),
+            self.usage_slots(is_blocked),
+            transfers.num_copied_blocks,
+        )
+
     @property
     def prefix_cache(self) -> PrefixCacheCounters:
         return PrefixCacheCounters()

@@ -36,7 +36,10 @@ step one allocator call (bulk append, totals and memory), the cost model's decod
 formula and the recorder, and the scheduler's clock ticked once per run of steps; at a
 step in which groups finish or a request arrives it asks the scheduler whether the run
 stays steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
-fork or finish (see ``schedulers.base``).
+fork or finish (see ``schedulers.base``). A step whose appends copy blocks (the forks of
+parallel sampling writing into their shared last block) is a span step too: the
+allocator appends, measures and counts the copies in one call
+(``KVAllocator.append_all_copying``), and the cost model's general sum prices them.
 
 Debug mode (``check_invariants``): after every ``schedule()`` and ``finish_step()``
 the allocator's and the scheduler's invariants are checked.
@@ -122,6 +125,7 @@ class Engine:
         #: what a decode span calls at every step, bound once
         self._span_calls = (
             scheduler.allocator.append_all_measured,
+            scheduler.allocator.append_all_copying,
             scheduler.tick_run,
             scheduler.finish_due,
             recorder.record_decode,
@@ -209,13 +213,16 @@ class Engine:
         a ``schedule()`` would plan as bulk decodes of every running group), each through
         the same rules as any step: the allocator's bulk append and usage, the cost
         model, the scheduler's clock (ticked per run of steps), the recorder; without
-        building a Step record. At
-        the step in which groups finish or a request arrives, the run goes on if the
-        scheduler says it is still steady (with the new counts), and ends otherwise; it
-        ends early when the allocator cannot append in bulk. Returns the time reached."""
+        building a Step record. A step whose appends copy blocks is priced by the cost
+        model's general sum with its copies. At the step in which groups finish or a
+        request arrives, the run goes on if the scheduler says it is still steady (with
+        the new counts), and ends otherwise; it ends early when the allocator cannot
+        append in bulk. Returns the time reached."""
         env, sched = self.env, self.scheduler
         alloc = sched.allocator
-        append_all_measured, tick_run, finish_due, record_decode = self._span_calls
+        append_all_measured, append_all_copying, tick_run, finish_due, record_decode = (
+            self._span_calls
+        )
         decode_time_s = self._decode_time_by_paged[is_paged]
         num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
@@ -231,15 +238,32 @@ class Engine:
             plain_until = 0 if check else last
             for i in range(num_ticks):
                 measured = append_all_measured(blocked)
-                if measured is None:
-                    if ends:
-                        tick_run(ends)
-                    self.last_event_s = t
-                    return t
-                num_seqs, num_slots, num_blocks, usage_slots = measured
-                duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
+                copied = 0
+                if measured is not None:
+                    num_seqs, num_slots, num_blocks, usage_slots = measured
+                    duration_s = decode_time_s(num_seqs, num_slots, num_blocks)
+                else:
+                    # the appends copy blocks (forks sharing a last block), or the step
+                    # is not a bulk decode (then the per-step path takes it)
+                    measured = append_all_copying(blocked)
+                    if measured is None:
+                        if ends:
+                            tick_run(ends)
+                        self.last_event_s = t
+                        return t
+                    num_seqs, num_slots, num_blocks, usage_slots, copied = measured
+                    duration_s = self.step_time_s(
+                        BatchPlan(
+                            num_decode_seqs=num_seqs,
+                            decode_context_sum=num_slots,
+                            decode_num_blocks=num_blocks,
+                            num_copied_blocks=copied,
+                            block_size=alloc.block_size,
+                            is_paged=is_paged,
+                        )
+                    )
                 end_s = t + duration_s
-                if i < plain_until and end_s < horizon_s:
+                if i < plain_until and end_s < horizon_s and not copied:
                     ends.append(end_s)
                     record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                     t = end_s
@@ -264,6 +288,8 @@ class Engine:
                     if check:
                         alloc.check_invariants()
                         sched.check_invariants()
+                if copied:
+                    self.recorder.record_copies(t, copied)
                 record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                 t = end_s
                 if arrived or finished:

@@ -130,9 +130,10 @@ class StepRecorder:
         queues: tuple[int, int, int],
         usage_slots: tuple[int, int, int, int, int, int],
     ) -> None:
-        """A decode step with nothing prefilled, copied, swapped or hit in the prefix
-        cache, given by its numbers (the engine's decode spans): what :meth:`record_step`
-        records for such a step. ``usage_slots`` is ``KVAllocator.usage_slots``.
+        """A decode step with nothing prefilled, swapped or hit in the prefix cache,
+        given by its numbers (the engine's decode spans): what :meth:`record_step`
+        records for such a step (its copies, if any, given first to
+        :meth:`record_copies`). ``usage_slots`` is ``KVAllocator.usage_slots``.
 
         Its counts (steps, batch, tokens, queues) are added to the window when it
         closes or the counts change (:meth:`_add_run`): a decode span's steps share
@@ -149,6 +150,14 @@ class StepRecorder:
         self._add_memory(acc, duration_s, usage_slots)
         if self.every_step:
             self._close()
+
+    def record_copies(self, start_s: float, num_blocks: int) -> None:
+        """The blocks copied (copy-on-write) by the decode step starting at ``start_s``
+        that :meth:`record_decode` records next: what :meth:`record_step` counts of a
+        plan's copies."""
+        acc = self._open(start_s)
+        self.num_copied_blocks += num_blocks
+        acc.copied += num_blocks
 
     def record_idle(self, start_s: float, duration_s: float, usage: MemoryUsage) -> None:
         """No step ran over ``[start_s, start_s + duration_s)``; memory stayed at ``usage``."""

@@ -244,6 +244,44 @@ def test_measured_bulk_append_leaves_copies_and_forks_to_the_step_path(req):
     assert alloc.append_all_measured(False) is not None
 
 
+def test_copying_bulk_append_is_the_five_calls_it_fuses(req):
+    """append_all_copying (the step append_all_measured leaves: forks appending into a
+    shared last block) equals can_append_all + append_slot_all + decode_totals +
+    usage_slots + the copies drain_transfers gives; with a copy already waiting to be
+    drained, or a pool too small for the appends, it says None and changes nothing."""
+
+    def build(num_blocks: int = 16):
+        alloc = paged(num_blocks, block_size=4)
+        alloc.allocate(req(0, 5, seq_id=0, max_num_seqs=3, target_len=12))
+        alloc.allocate(req(1, 7, seq_id=5, target_len=9))
+        alloc.free_and_fork([], [(0, 1), (0, 2)])  # three sequences share block 1 (1 of 4)
+        return alloc
+
+    fused, plain = build(), build()
+    measured = fused.append_all_copying(True)
+    assert plain.can_append_all()
+    plain.append_slot_all()
+    copies = plain.drain_transfers().num_copied_blocks
+    assert copies == 2  # two of the three sharers copy, the last writes in place
+    assert measured == (*plain.decode_totals(), plain.usage_slots(True), copies)
+    assert [fused.block_table(s) for s in (0, 1, 2, 5)] == [
+        plain.block_table(s) for s in (0, 1, 2, 5)
+    ]
+    assert not fused.has_pending_transfers()
+    fused.check_invariants()
+
+    waiting = build()
+    waiting.append_slot(1)  # a copy not drained yet
+    before = ([waiting.block_table(s) for s in (0, 1, 2, 5)], waiting.usage_slots(False))
+    assert waiting.append_all_copying(False) is None
+    assert ([waiting.block_table(s) for s in (0, 1, 2, 5)], waiting.usage_slots(False)) == before
+    tight = build(num_blocks=6)  # 2 free: the 2 copies would leave none for the group of 3
+    assert not tight.can_append_all()
+    before = ([tight.block_table(s) for s in (0, 1, 2, 5)], tight.usage_slots(False))
+    assert tight.append_all_copying(False) is None
+    assert ([tight.block_table(s) for s in (0, 1, 2, 5)], tight.usage_slots(False)) == before
+
+
 def test_take_many_is_repeated_take():
     from pagesim.allocators.block_pool import BlockPool
 
