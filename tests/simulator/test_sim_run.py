@@ -380,6 +380,57 @@ def test_reused_head_verdicts(monkeypatch, case):
     assert num_asked < len(asked)
 
 
+_COPYING_CASES = {
+    "n=2": {"workload": {"name": "sharegpt", "num_requests": 60, "n": 2}},
+    "n=4, every step": {
+        "workload": {"name": "alpaca-like", "num_requests": 80, "n": 4},
+        "arrivals": {"rate_req_s": 8.0},
+        "metrics": {"every_step": True},
+    },
+    "n=3, short windows, time limit": {
+        "workload": {"name": "alpaca-like", "num_requests": 80, "n": 3},
+        "arrivals": {"rate_req_s": 8.0},
+        "metrics": {"sample_interval_s": 0.05},
+        "max_sim_time_s": 6.0,
+    },
+    "n=4, swap, block 8": {
+        "workload": {"name": "sharegpt", "num_requests": 60, "n": 4},
+        "hardware": {"kv_slots": 2048},
+        "allocator": {"kind": "paged", "block_size": 8},
+        "scheduler": {"kind": "vllm", "preemption_mode": "swap"},
+    },
+    "n=2, orca": {
+        "workload": {"name": "sharegpt", "num_requests": 60, "n": 2},
+        "scheduler": {"kind": "orca"},
+        "allocator": {"kind": "oracle"},
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(_COPYING_CASES))
+def test_copying_steps_run_in_spans(monkeypatch, case):
+    """A decode step whose appends copy blocks (forks writing into their shared last
+    block) runs inside a decode span (``append_all_copying``), with the invariants
+    checked at every step: the results are those of taking it through ``schedule()``
+    (the fused call switched off), and in the paged cases there are fewer calls."""
+    from pagesim.allocators.base import KVAllocator
+
+    spec = small_spec(**_COPYING_CASES[case])
+    kind = spec.scheduler.kind
+    calls = count_schedule_calls(monkeypatch, SCHEDULERS[kind])
+    in_spans = simulate(spec)
+    calls_in_spans = len(calls)
+    monkeypatch.setattr(KVAllocator, "append_all_copying", lambda self, is_blocked: None)
+    calls.clear()
+    _same_run(in_spans, simulate(spec))
+    assert in_spans.summary["num_finished"] > 20
+    if kind == "vllm":
+        assert in_spans.timeseries["num_copied_blocks"].sum() > 0
+        assert calls_in_spans < len(calls)
+    else:
+        assert calls_in_spans <= len(calls)
+
+
 def _ended_groups(trace):
     """The trace's groups, ended by hand: finished (times 1.0 / 3.0), rejected, unfinished."""
     from pagesim.simulator.run import _groups
