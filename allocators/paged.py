@@ -538,9 +538,9 @@ class PagedAllocator(KVAllocator):
         """``KVAllocator.append_all_measured`` (a steady decode step in one call):
         ``can_append_all``, ``append_slot_all``, ``decode_totals`` and ``usage_slots``
         fused, the same arithmetic on the same running totals. None (nothing changed)
-        also while a sequence is exact (its append may copy a shared block) or a copy or
-        swap waits to be drained: those belong in a step's plan, so the caller takes the
-        per-step path."""
+        also while a sequence is exact (its append may copy a shared block: the caller
+        takes ``append_all_copying``) or a copy or swap waits to be drained (it belongs
+        in a step's plan: the caller takes the per-step path)."""
         if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
             return None
         # can_append_all with no exact sequence: the blocks the openers take must leave

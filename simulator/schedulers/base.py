@@ -57,8 +57,11 @@ holds (nothing waits, nothing is swapped out; for vllm also: nothing is swapped 
 and the head of the queue waits for memory, and a request that arrives behind such a
 head leaves the run steady). The engine runs those steps through
 :meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
-``append_all_measured``, without calling ``schedule``; the allocator refuses (None)
-when a step would copy or swap, so such a step always goes through ``schedule``.
+``append_all_measured``, without calling ``schedule``; a step whose appends copy
+blocks goes through ``append_all_copying`` (the same append, with its copies counted
+for the cost model and the recorder). The allocator refuses (None) when a swap or an
+earlier copy waits to be drained, or memory runs short for the bulk path; such a step
+goes through ``schedule``.
 """
 
 from __future__ import annotations
