@@ -9,6 +9,10 @@ CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``
 own) and prints the median wall time of its repeats, simulated requests and engine
 steps per second, and the child's peak resident memory.
 
+After each case it prints the one-engine issue's target for it (wall time, peak memory,
+or speed against the SimPy step engine of a build from before the merge) and whether
+this run met it.
+
 ``--baseline PYTHON`` runs each case a second time under another Python environment
 with pagesim installed (for instance a checkout of an earlier commit, ``pip install
 -e`` into its own venv), right after this build, and prints the ratio and whether
@@ -57,7 +61,12 @@ SHAREGPT = {
 }
 
 CASES: dict[str, dict] = {
-    "sharegpt": {"doc": SHAREGPT, "baseline_engine": "fast", "repeats": 3},
+    "sharegpt": {
+        "doc": SHAREGPT,
+        "baseline_engine": "fast",
+        "repeats": 3,
+        "target": {"max_wall_s": 1.0},
+    },
     "azure": {
         "doc": {
             "workload": {
@@ -75,6 +84,7 @@ CASES: dict[str, dict] = {
         "baseline_engine": "fast",
         "repeats": 3,
         "whole_process": True,
+        "target": {"max_wall_s": 1.5},
     },
     "saturate": {
         "doc": {
@@ -89,6 +99,7 @@ CASES: dict[str, dict] = {
         },
         "baseline_engine": "fast",
         "repeats": 1,
+        "target": {"max_wall_s": 40.0, "max_rss_mib": 1536.0},
     },
     "beam": {
         "doc": {
@@ -98,6 +109,7 @@ CASES: dict[str, dict] = {
         },
         "baseline_engine": "step",
         "repeats": 1,
+        "target": {"min_speedup_vs_step": 5.0},
     },
     "parallel": {
         "doc": {
@@ -107,6 +119,7 @@ CASES: dict[str, dict] = {
         },
         "baseline_engine": "step",
         "repeats": 1,
+        "target": {"min_speedup_vs_step": 5.0},
     },
     "prefix": {
         "doc": {
@@ -116,6 +129,7 @@ CASES: dict[str, dict] = {
         },
         "baseline_engine": "step",
         "repeats": 1,
+        "target": {"min_speedup_vs_step": 5.0},
     },
     "orca": {
         "doc": {
@@ -195,6 +209,28 @@ def line(label: str, info: dict) -> str:
     )
 
 
+def verdicts(target: dict, this: dict, base: dict | None) -> list[str]:
+    """Each of the case's targets (the one-engine issue's), measured or not, and met or not."""
+    out = []
+    if "max_wall_s" in target:
+        limit, wall = target["max_wall_s"], this["wall_s"]
+        out.append(f"<= {limit:g} s: {'met' if wall <= limit else 'not met'} ({wall:.3f} s)")
+    if "max_rss_mib" in target:
+        limit, rss = target["max_rss_mib"], this["rss_mib"]
+        out.append(
+            f"peak RSS <= {limit:,.0f} MiB: {'met' if rss <= limit else 'not met'} ({rss:,.0f} MiB)"
+        )
+    if "min_speedup_vs_step" in target:
+        need = target["min_speedup_vs_step"]
+        label = f">= {need:g}x the speed of the SimPy step engine before the merge"
+        if base is None or not base.get("has_engines"):
+            out.append(f"{label}: not judged (give --baseline a build with RunSpec.engine)")
+        else:
+            speedup = base["wall_s"] / this["wall_s"]
+            out.append(f"{label}: {'met' if speedup >= need else 'not met'} ({speedup:.2f}x)")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -229,6 +265,7 @@ def main() -> int:
             f"{int(this['rejected']):,} rejected, {int(this['steps']):,} steps",
             flush=True,
         )
+        base = None
         if args.baseline:
             engine = case["baseline_engine"]
             base = run_child(args.baseline, doc, repeats, engine, whole)
@@ -241,6 +278,12 @@ def main() -> int:
                 f"{same(this, base)}",
                 flush=True,
             )
+        if "target" in case:
+            if args.num_requests and name != "azure":
+                print("    target: not judged (--num-requests changes the case)", flush=True)
+            else:
+                for verdict in verdicts(case["target"], this, base):
+                    print(f"    target: {verdict}", flush=True)
     return 0
 
 
