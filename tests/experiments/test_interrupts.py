@@ -35,9 +35,12 @@ SWEEP = {
 
 
 def _long_runs() -> dict:
-    """SWEEP with runs of a few seconds each (the whole sweep: about a minute on 2 jobs)."""
+    """SWEEP with runs of a few seconds each, so that it is still running when a test
+    interrupts it after 6 s (the whole sweep: about a minute on 2 jobs on the 2-core
+    development machine; with 8,000 requests a run it had come down to about 10 s, and
+    in one run of the suite it had ended, exit 0, when the interrupt came)."""
     doc = {**SWEEP, "base": {**SWEEP["base"]}}
-    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 8000}
+    doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 50_000}
     return doc
 
 
