@@ -102,14 +102,15 @@ def test_ctrl_c_stops_within_seconds_keeps_finished_runs_exit_130(tmp_path):
     path = _write(tmp_path, doc)
     proc = _start(path, tmp_path / "out", "--jobs", "2")
     time.sleep(6.0)
+    assert proc.poll() is None, "the sweep ended before the interrupt"
     os.kill(proc.pid, signal.SIGINT)
     sent = time.monotonic()
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGINT)  # a second and a third Ctrl-C change nothing
     os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
     stopped_s = time.monotonic() - sent
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130, (out, err)
     assert stopped_s < 5.0, f"took {stopped_s:.1f} s to stop"
     assert b"Traceback" not in err
     assert _wait_session_gone(proc.pid) == []
