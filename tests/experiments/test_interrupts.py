@@ -37,8 +37,7 @@ SWEEP = {
 def _long_runs() -> dict:
     """SWEEP with runs of a few seconds each, so that it is still running when a test
     interrupts it after 6 s (the whole sweep: about a minute on 2 jobs on the 2-core
-    development machine; with 8,000 requests a run it had come down to about 10 s, and
-    in one run of the suite it had ended, exit 0, when the interrupt came)."""
+    development machine; with 8,000 requests a run it had come down to about 10 s)."""
     doc = {**SWEEP, "base": {**SWEEP["base"]}}
     doc["base"]["workload"] = {**SWEEP["base"]["workload"], "num_requests": 50_000}
     return doc
@@ -50,12 +49,20 @@ def _write(tmp_path: Path, doc: dict, name: str = "sweep.yaml") -> Path:
     return path
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(path: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """``pagesim run`` with Ctrl-C as at a terminal: a test suite started as a background
+    job (``cmd &`` in a script) has SIGINT ignored, and a child inherits that, so the
+    child's SIGINT is set back to the default before it starts."""
     return subprocess.Popen(
         [sys.executable, "-m", "pagesim", "run", str(path), "--out", str(out), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
 
 
