@@ -649,17 +649,7 @@ class PagedAllocator(KVAllocator):
             self._release_cpu(cpu_table)
             del self._num_tokens_by_seq[seq_id]
         else:
-            if seq_id in self._off_by_seq:
-                self._leave(seq_id)
-            else:
-                del self._num_tokens_by_seq[seq_id]
-                del self._exact_seq_ids[seq_id]
-            table = self._table_by_seq.pop(seq_id)
-            self._num_table_blocks -= len(table)
-            if len(members) == 1 and self._is_shared_in_group_only:
-                self.gpu.release_held_once(table)
-            else:
-                self.gpu.decref_all(reversed(table))
+            self._release_gpu_table(seq_id, len(members) == 1)
             self._count_group(len(members), -1)
             if len(members) > 1:
                 self._count_group(len(members) - 1, +1)
@@ -670,6 +660,22 @@ class PagedAllocator(KVAllocator):
         if not members:
             del self._seq_ids_by_group[group_id]
             self._swapped_group_ids.discard(group_id)
+
+    def _release_gpu_table(self, seq_id: int, is_last_of_group: bool) -> None:
+        """A GPU sequence leaves the lockstep (or exact) set and its table is released,
+        tail first; a group's last sequence holds its blocks alone unless a prefix cache
+        or pinned prefix shares them across groups (module docstring)."""
+        table = self._table_by_seq.pop(seq_id)
+        if seq_id in self._off_by_seq:
+            self._leave(seq_id, table)
+        else:
+            del self._num_tokens_by_seq[seq_id]
+            del self._exact_seq_ids[seq_id]
+        self._num_table_blocks -= len(table)
+        if is_last_of_group and self._is_shared_in_group_only:
+            self.gpu.release_held_once(table)
+        else:
+            self.gpu.decref_all(reversed(table))
 
     def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
         """``KVAllocator.free_and_fork`` in one pass over one GPU group's bookkeeping
@@ -692,7 +698,6 @@ class PagedAllocator(KVAllocator):
         size_before = len(members)
         bs = self._block_size
         tables = self._table_by_seq
-        off_by_seq = self._off_by_seq
         tokens_by_seq = self._num_tokens_by_seq
         exact_seq_ids = self._exact_seq_ids
         target_by_seq = self._target_by_seq
@@ -703,15 +708,8 @@ class PagedAllocator(KVAllocator):
                 if group_by_seq.get(seq_id) != group_id:
                     self.free(seq_id)
                     continue
-                table = tables.pop(seq_id)
-                if seq_id in off_by_seq:
-                    self._leave(seq_id, table)
-                else:
-                    del tokens_by_seq[seq_id]
-                    del exact_seq_ids[seq_id]
+                self._release_gpu_table(seq_id, len(members) == 1)
                 del target_by_seq[seq_id]
-                self._num_table_blocks -= len(table)
-                gpu.decref_all(reversed(table))
                 del group_by_seq[seq_id]
                 freed_seq_ids.add(seq_id)
                 del members[seq_id]
