@@ -66,7 +66,6 @@ goes through ``schedule``.
 
 from __future__ import annotations
 
-import heapq
 import math
 from abc import ABC, abstractmethod
 from collections import deque
@@ -346,7 +345,7 @@ class Scheduler(ABC):
             return 0
         events = self._finish_events
         while events and self._ride_id_by_group.get(events[0][1]) != events[0][2]:
-            heapq.heappop(events)
+            heappop(events)
         if not events:
             return 0
         return events[0][0] - self.clock.ticks
