@@ -34,7 +34,8 @@ Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The plan carr
 only totals (``BatchPlan``), so a step costs O(1) whatever its batch. The layer GEMM
 total depends only on T and is memoised per T on the instance; a pure decode step
 (most steps) takes a precomputed formula of the number of sequences, sum(context) and
-sum(ceil(context / block)), bit-identical to the general sum.
+sum(ceil(context / block)), bit-identical to the general sum; a step that only
+prefills (vLLM's admissions) takes another, of the prompts' sufficient statistics.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class CostModel:
         self._overhead_cache: dict[tuple[int, int], float] = {}
         self._decode_time_paged = self._decode_step_time_fn(is_paged=True)
         self._decode_time_contiguous = self._decode_step_time_fn(is_paged=False)
+        self._prefill_time = self._prefill_step_time_fn()
 
     # ---- pieces ------------------------------------------------------------------------
 
@@ -211,18 +213,23 @@ class CostModel:
 
     def step_time_s(self, plan: BatchPlan) -> float:
         """Seconds one engine step takes (see the module docstring for the sum)."""
-        num_prefill_seqs = plan.num_prefill_seqs
-        num_decode = plan.num_decode_seqs
         if not (
-            num_prefill_seqs
-            or plan.num_copied_blocks
-            or plan.num_swapped_in_blocks
-            or plan.num_swapped_out_blocks
+            plan.num_copied_blocks or plan.num_swapped_in_blocks or plan.num_swapped_out_blocks
         ):
+            num_prefill_seqs = plan.num_prefill_seqs
+            num_decode = plan.num_decode_seqs
+            if not num_prefill_seqs:
+                if not num_decode:
+                    return 0.0
+                decode = self._decode_time_paged if plan.is_paged else self._decode_time_contiguous
+                return decode(num_decode, plan.decode_context_sum, plan.decode_num_blocks)
             if not num_decode:
-                return 0.0
-            decode = self._decode_time_paged if plan.is_paged else self._decode_time_contiguous
-            return decode(num_decode, plan.decode_context_sum, plan.decode_num_blocks)
+                return self._prefill_time(
+                    num_prefill_seqs,
+                    plan.num_prefill_tokens,
+                    plan.prefill_context_sum,
+                    plan.prefill_scores,
+                )
         return self.summed_step_time_s(plan)
 
     def decode_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
@@ -270,6 +277,47 @@ class CostModel:
         t += self._transfer_time_s(plan)
         t += self.step_overhead_time_s(plan.num_seqs, num_tokens)
         return t
+
+    def _prefill_step_time_fn(self) -> Callable[[int, int, int, float], float]:
+        """``f(num_seqs, num_tokens, context_sum, scores)``: the time of a step that only
+        prefills (a plan's prefill fields; nothing decoded, copied or swapped), equal bit
+        for bit to the general sum: the same operations in the same order on the same
+        values (the attention's byte count is an integer, so its factors can be grouped;
+        a prefill touches no blocks, a term the sum adds as ``s_per_block * 0.0``).
+        vLLM's prefill steps take it."""
+        m = self.model
+        h, kvh = self._num_heads, self._num_kv_heads
+        c = self._c["prefill_attention"]
+        const, s_byte, s_flop = c.const_s, c.s_per_byte, c.s_per_flop
+        no_blocks, s_seq, s_tok = c.s_per_block * 0.0, c.s_per_seq, c.s_per_token
+        bytes_per_elem = m.head_dim * m.dtype_bytes
+        flops_per_score = 4.0 * m.head_dim * h
+        num_layers = m.num_layers
+        layer_linear, lm_head, step_overhead = (
+            self.layer_linear_time_s,
+            self.lm_head_time_s,
+            self.step_overhead_time_s,
+        )
+
+        def time_s(num_seqs: int, num_tokens: int, context_sum: int, scores: float) -> float:
+            # F.prefill_attention_totals and _Coefs.time_s, inlined
+            memory = s_byte * float((2 * num_tokens * h + 2 * context_sum * kvh) * bytes_per_elem)
+            compute = s_flop * (flops_per_score * scores)
+            attn = (
+                const
+                + (memory if memory >= compute else compute)
+                + no_blocks
+                + s_seq * float(num_seqs)
+                + s_tok * float(num_tokens)
+            )
+            layer = layer_linear(num_tokens) + attn if num_tokens else 0.0 + attn
+            t = num_layers * layer
+            t += lm_head(num_seqs)
+            t += 0.0  # no copies or swaps (_transfer_time_s)
+            t += step_overhead(num_seqs, num_tokens)
+            return t
+
+        return time_s
 
     def _decode_step_time_fn(self, *, is_paged: bool) -> Callable[[int, int, int], float]:
         """``f(num_seqs, total_ctx, num_blocks)``: the time of a pure-decode step.

@@ -255,6 +255,31 @@ def test_decode_formula_equals_the_summed_step_time_exactly(model, block_size):
         assert cm.step_time_s(plan) == cm.summed_step_time_s(plan)  # memoised path
 
 
+@pytest.mark.parametrize("model", ["opt-13b", "llama-2-7b", "llama-3-8b"])
+@pytest.mark.parametrize("profile", ["analytic", "fixture"])
+def test_prefill_formula_equals_the_summed_step_time_exactly(model, profile):
+    gpu = get_gpu("a100-40gb")
+    prof = analytic_profile(gpu) if profile == "analytic" else load_profile(FIXTURE)
+    cm = CostModel(get_model(model), gpu, prof)
+    rng = np.random.default_rng(7)
+    for num_seqs in (1, 2, 5, 40):
+        new = [int(q) for q in rng.integers(1, 3000, size=num_seqs)]
+        # a cached prefix on some prompts (prefix caching): context > new tokens
+        cached = rng.integers(0, 4, size=num_seqs).tolist()
+        ctx = [q + c * 16 for q, c in zip(new, cached, strict=True)]
+        for plan in (
+            BatchPlan.from_lens(new, ctx),
+            BatchPlan.from_lens(new, ctx, is_paged=False),
+            BatchPlan.from_lens(new),
+        ):
+            # bit for bit: a prefill-only step takes the precomputed formula
+            assert cm.step_time_s(plan) == cm.summed_step_time_s(plan)
+            assert cm.step_time_s(plan) == cm.summed_step_time_s(plan)  # memoised path
+    # a step that also decodes, copies or swaps takes the general sum
+    mixed = BatchPlan.from_lens((100,), decode_context_lens=(50,), num_copied_blocks=1)
+    assert cm.step_time_s(mixed) == cm.summed_step_time_s(mixed)
+
+
 # ---- projection ---------------------------------------------------------------------
 
 
