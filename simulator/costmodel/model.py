@@ -310,7 +310,8 @@ class CostModel:
                 + s_seq * float(num_seqs)
                 + s_tok * float(num_tokens)
             )
-            layer = layer_linear(num_tokens) + attn if num_tokens else 0.0 + attn
+            layer = layer_linear(num_tokens) if num_tokens else 0.0
+            layer += attn
             t = num_layers * layer
             t += lm_head(num_seqs)
             t += 0.0  # no copies or swaps (_transfer_time_s)
