@@ -48,6 +48,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pagesim.errors import AllocatorError, InvariantError
+
 
 class AllocStatus(enum.Enum):
     """Answer of an admission check (vLLM v0's ``AllocStatus``)."""
@@ -181,8 +183,6 @@ class MemoryUsage(_MemoryUsageFields):
             + unused_slots
             != capacity_slots
         ):
-            from pagesim.errors import InvariantError
-
             raise InvariantError(f"memory usage does not add up to capacity: {self}")
         return self
 
@@ -271,8 +271,6 @@ class KVAllocator(ABC):
 
     def append_slot_all(self) -> None:
         """``append_slot`` for every sequence held (``can_append_all`` said True)."""
-        from pagesim.errors import AllocatorError
-
         raise AllocatorError(f"{self.kind} allocator has no bulk append")
 
     @abstractmethod
@@ -300,16 +298,12 @@ class KVAllocator(ABC):
         return False
 
     def swap_out(self, group_id: int) -> None:
-        from pagesim.errors import AllocatorError
-
         raise AllocatorError(f"{self.kind} allocator cannot swap")
 
     def can_swap_in(self, group_id: int) -> AllocStatus:
         return AllocStatus.NEVER
 
     def swap_in(self, group_id: int) -> None:
-        from pagesim.errors import AllocatorError
-
         raise AllocatorError(f"{self.kind} allocator cannot swap")
 
     @abstractmethod
@@ -365,8 +359,6 @@ class KVAllocator(ABC):
         self.append_slot_all()
         transfers = self.drain_transfers()
         if transfers.num_swapped_in_blocks or transfers.num_swapped_out_blocks:
-            from pagesim.errors import InvariantError
-
             raise InvariantError(f"{self.kind} allocator: a bulk append swapped blocks")
         return (
             *self.decode_totals(),
