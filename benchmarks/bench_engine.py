@@ -9,6 +9,11 @@ CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``
 own) and prints the median wall time of its repeats, simulated requests and engine
 steps per second, and the child's peak resident memory.
 
+It starts with where its figures come from: this build's commit, the Python, the
+machine's processor and cores, and the load average when it started (the wall-time
+targets are absolute seconds, and the machines it runs on differ in speed; compare
+builds by their ratio in one sitting, not by figures from different machines).
+
 After each case it prints the one-engine issue's target for it (wall time, peak memory,
 or speed against the SimPy step engine of a build from before the merge) and whether
 this run met it.
@@ -45,6 +50,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -201,6 +208,55 @@ def same(a: dict, b: dict) -> bool:
     return all(math.isclose(a[k], b[k], rel_tol=1e-9) for k in keys)
 
 
+def processor_name() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), else what platform says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for row in f:
+                if row.startswith("model name"):
+                    return row.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown processor"
+
+
+def build_commit(python: str) -> str:
+    """The commit of the pagesim checkout that ``python`` imports (its short hash, with
+    "+changes" when the work tree differs from it), or why there is none."""
+    out = subprocess.run(
+        [python, "-c", "import pagesim, pathlib; print(pathlib.Path(pagesim.__file__).parents[1])"],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        return "pagesim not importable"
+    root = out.stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    if head.returncode != 0:
+        return f"{root} (not a git checkout)"
+    dirty = subprocess.run(
+        ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head.stdout.strip() + (" +changes" if dirty else "")
+
+
+def where(baseline: str | None) -> list[str]:
+    """The header: the builds compared and the machine they run on."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    rows = [
+        f"this build: {build_commit(sys.executable)}   Python {platform.python_version()}",
+        f"machine: {processor_name()}, {os.cpu_count()} logical cores, {platform.system()}; "
+        f"load average {load} at the start",
+    ]
+    if baseline:
+        rows.insert(1, f"baseline: {build_commit(baseline)}   ({baseline})")
+    return rows
+
+
 def line(label: str, info: dict) -> str:
     wall = info["wall_s"]
     return (
@@ -241,6 +297,8 @@ def main() -> int:
     parser.add_argument("--num-requests", type=int, help="override every case's request count")
     parser.add_argument("--azure-csv", type=Path, default=DEFAULT_AZURE)
     args = parser.parse_args()
+    for row in where(args.baseline):
+        print(row, flush=True)
     for name in args.cases or list(CASES):
         case = CASES[name]
         doc = json.loads(json.dumps(case["doc"]))

@@ -1,9 +1,9 @@
 """The runner's bookkeeping on a 1,000-run sweep of tiny runs.
 
 Scenario: an experiment of 50 request rates x 20 seeds = 1,000 runs, each a
-synthetic workload of ``--num-requests`` requests (default 5) on the fast engine,
-run in this process (``--jobs 1``, so the simulate time is measured exactly) into a
-fresh temporary folder. Reported: wall time of the whole ``run_experiment``, time
+synthetic workload of ``--num-requests`` requests (default 5), run in this process
+(``--jobs 1``, so the simulate time is measured exactly) into a fresh temporary
+folder. Reported: wall time of the whole ``run_experiment``, time
 inside ``simulate``, time storing runs in the cache, the rest of the completion
 path (bookkeeping), the calls to ``run_key``, and a second ``run_experiment``
 that finds every run in the cache.
