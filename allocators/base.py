@@ -46,7 +46,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from pagesim.errors import AllocatorError, InvariantError
 
@@ -221,7 +221,7 @@ class KVAllocator(ABC):
     #: True for allocators that are told the true output length at admission
     needs_true_output_len: bool = False
     #: True for block-based allocators (swap, fork sharing, prefix caching available)
-    is_paged: bool = False
+    is_paged: ClassVar[bool] = False
 
     @property
     @abstractmethod

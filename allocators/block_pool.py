@@ -20,6 +20,7 @@ callers check ``num_free_blocks`` first, and ``take`` on an empty pool is an err
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from pagesim.allocators.prefix_cache import LRUEvictor
 from pagesim.errors import AllocatorError, InvariantError
@@ -68,7 +69,7 @@ class BlockPool:
             block_id = self._free_ids.pop()
         elif len(self._evictor):
             block_id = self._evictor.evict()
-            del self._key_to_block[self._key_by_block[block_id]]
+            del self._key_to_block[cast(int, self._key_by_block[block_id])]  # evictable: keyed
             self._key_by_block[block_id] = None
             self._depth_by_block[block_id] = 0
         else:

@@ -97,6 +97,8 @@ block in one pass (``BlockPool.take_onto``).
 
 from __future__ import annotations
 
+from typing import cast
+
 from pagesim.allocators.base import (
     NO_TRANSFERS,
     Allocation,
@@ -619,7 +621,7 @@ class PagedAllocator(KVAllocator):
                     raise AllocatorError(
                         f"append_slot: no free block to copy shared block {last} for sequence {seq_id}"
                     )
-                table[-1] = self.gpu.copy_if_shared(last)
+                table[-1] = cast(int, self.gpu.copy_if_shared(last))  # shared: a copy
                 self._num_copied += 1
         self._join(seq_id, num_tokens + 1)
 

@@ -6,9 +6,18 @@ The subpackages are layers, and imports point one way:
 
 ``pagesim.__version__`` is read from the installed package's metadata when first asked
 for (reading it costs more than importing the simulator's own modules).
+
+The engine's per-step modules run compiled by mypyc when the install compiled them and
+their sources are unchanged, else as Python (``pagesim._native``; ``status`` says which).
 """
 
+from pathlib import Path as _Path
+
+from pagesim import _native
+
 __all__ = ["__version__"]
+
+_native.choose(_Path(__file__).resolve().parent)
 
 
 def __getattr__(name: str) -> str:

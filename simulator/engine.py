@@ -245,13 +245,13 @@ class Engine:
                 else:
                     # the appends copy blocks (forks sharing a last block), or the step
                     # is not a bulk decode (then the per-step path takes it)
-                    measured = append_all_copying(blocked)
-                    if measured is None:
+                    copying = append_all_copying(blocked)
+                    if copying is None:
                         if ends:
                             tick_run(ends)
                         self.last_event_s = t
                         return t
-                    num_seqs, num_slots, num_blocks, usage_slots, copied = measured
+                    num_seqs, num_slots, num_blocks, usage_slots, copied = copying
                     duration_s = self.step_time_s(
                         BatchPlan(
                             num_decode_seqs=num_seqs,

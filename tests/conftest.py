@@ -8,6 +8,10 @@
   missing one to run the suite as a fresh clone without the shared data would):
   ``shared_data("azure_llm_2023", "conv.csv")`` skips the test, with a one-line
   reason, when the file is absent.
+- Tests marked ``pure_python`` patch a class or constant of a module that the install
+  compiled (``pagesim._native.COMPILED``); compiled callers would not see the patch,
+  so where those modules run compiled the tests are skipped, and ``tasks.py test``
+  runs them in a second pass with ``PAGESIM_PURE_PYTHON=1``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,20 @@ def shared_file(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared data {'/'.join(parts)} not found under {shared_root()}")
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from pagesim import _native
+
+    if _native.status != "compiled":
+        return
+    skip = pytest.mark.skip(
+        reason="patches a compiled module, whose compiled callers would not see it: "
+        "runs in the pure-Python pass (PAGESIM_PURE_PYTHON=1)"
+    )
+    for item in items:
+        if item.get_closest_marker("pure_python"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -43,6 +43,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES, Profile, Term
 from pagesim.simulator.plan import BatchPlan
@@ -94,6 +96,7 @@ def lm_head_shape(model: ModelSpec, tensor_parallel: int) -> tuple[int, int]:
     return (model.hidden_size, -(-model.vocab_size // tensor_parallel))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
 class CostModel:
     """Step durations for one model on one GPU type (TP-sharded) under one profile."""
 

@@ -72,9 +72,10 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.base import (
     AllocRequest,
@@ -157,19 +158,20 @@ class Step(NamedTuple):
         return bool(self.num_waiting or self.num_running or self.num_swapped)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
 class Scheduler(ABC):
     """Base of the vllm / orca / static schedulers (see the module docstring)."""
 
-    kind: str = "abstract"
+    kind: ClassVar[str] = "abstract"
     #: the allocators it can run on: paged (True) or contiguous (False); and why
-    needs_paged: bool = True
-    pairing_note: str = ""
+    needs_paged: ClassVar[bool] = True
+    pairing_note: ClassVar[str] = ""
     #: whether its running groups all decode in every step (module docstring: speed)
-    rides_clock: bool = False
+    rides_clock: ClassVar[bool] = False
     #: after a step that was not steady and in which no group finished, forked or
     #: started riding, ask :meth:`_steady_after_advance` too (off: such a step is
     #: always followed by a ``schedule()``; the tests compare the two)
-    steady_after_plain_step: bool = True
+    steady_after_plain_step: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -632,7 +634,7 @@ class Scheduler(ABC):
         else:
             prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
-        plan = BatchPlan(
+        plan = BatchPlan(  # type: ignore[call-arg]  # 4 + 3 fields unpacked
             *prefill,
             *decode,
             transfers.num_copied_blocks,

@@ -37,6 +37,8 @@ iteration with nothing to admit or finish is O(1).
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from pagesim.allocators.base import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.schedulers.base import Scheduler, Step
@@ -49,6 +51,7 @@ def budget_reason(num_tokens: int, max_num_batched_tokens: int) -> str:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
 class OrcaScheduler(Scheduler):
     kind = "orca"
     needs_paged = False

@@ -50,11 +50,20 @@ could not come back, or a group was preempted.
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING, ClassVar
+
+from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.base import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler, Step, by_arrival
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pagesim.allocators.base import KVAllocator
+    from pagesim.simulator.spec import SchedulerSpec
 
 
 def prompt_limit_reason(num_tokens: int, prompt_limit: int) -> str:
@@ -79,6 +88,7 @@ SWAP_OUT_ABORTED = "aborted: the CPU swap space cannot hold the preempted group"
 SWAP_IN_NEVER = "aborted: the swapped-out group can never fit back on the GPU"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
 class VllmScheduler(Scheduler):
     kind = "vllm"
     needs_paged = True
@@ -87,15 +97,22 @@ class VllmScheduler(Scheduler):
     #: decode steps stay steady while the head of ``waiting`` waits for memory
     #: (:meth:`_steady_after_advance`, :meth:`add`); a variant whose admission runs by
     #: other rules (vllm-paper) turns it off
-    steady_behind_blocked_head = True
+    steady_behind_blocked_head: ClassVar[bool] = True
     #: admission checks reuse answers that cannot have changed: a head the allocator
     #: answered LATER gets LATER again until memory is given back (:meth:`_head_verdict`),
     #: and ``schedule()`` takes the head's verdict from just after the last advance
     #: (:meth:`_steady_after_advance`); off: every check asks (the tests compare)
-    reuse_head_verdicts = True
+    reuse_head_verdicts: ClassVar[bool] = True
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        spec: SchedulerSpec,
+        allocator: KVAllocator,
+        *,
+        max_model_len: int,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__(spec, allocator, max_model_len=max_model_len, rng=rng)
         #: (head, ``_num_frees``, its tokens) when the allocator last answered it LATER
         self._blocked_head: tuple[SequenceGroup, int, int] | None = None
         #: (head, clock ticks, ``_num_frees``, verdict, tokens) checked after the last
@@ -286,7 +303,7 @@ class VllmScheduler(Scheduler):
         preempted = False
         pending = 0
         # only a preemption frees blocks during the visit: the pool is asked after each
-        free = alloc.num_free_blocks
+        free = alloc.num_free_blocks  # type: ignore[attr-defined]  # paged
         # the queue is order[i:end]: visited from the front, preempted from the back
         i, end = 0, len(order)
         while i < end:
@@ -301,7 +318,7 @@ class VllmScheduler(Scheduler):
                 else:
                     self._preempt(group)
                     break
-                free = alloc.num_free_blocks
+                free = alloc.num_free_blocks  # type: ignore[attr-defined]  # paged
             else:
                 pending += take
                 kept.append(group)

@@ -145,6 +145,7 @@ def test_a_recompute_in_the_step_does_not_stop_a_swap_in():
     assert column(v0, "num_decode_tokens") == [0, 2, 2, 1, 2, 2, 0]
 
 
+@pytest.mark.pure_python
 def test_steady_decode_spans_change_nothing():
     doc = {
         "workload": {"name": "sharegpt", "num_requests": 120, "n": 2},

@@ -202,6 +202,7 @@ def count_schedule_calls(monkeypatch, cls) -> list[float]:
 @pytest.mark.parametrize(
     ("scheduler", "allocator"), [("vllm", "paged"), ("orca", "oracle"), ("orca", "max")]
 )
+@pytest.mark.pure_python
 def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
     """When nothing waits, the decode steps between admissions (finishes included) run as
     steady decode spans: ``schedule()`` is called about once per admission, not per step."""
@@ -253,6 +254,7 @@ def test_steady_decodes_skip_schedule(monkeypatch, scheduler, allocator):
         "arrivals-budget",
     ],
 )
+@pytest.mark.pure_python
 def test_steady_behind_a_blocked_head(monkeypatch, overrides):
     """vllm: while the head of the queue waits for memory (after a prefill step that
     stopped there, after groups finished without freeing enough, and as requests
@@ -335,6 +337,7 @@ _SHORTCUT_CASES = {
 }
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
 def test_steady_after_a_plain_step(monkeypatch, case):
     """After a step in which no group finished, forked or started riding (a step that
@@ -352,6 +355,7 @@ def test_steady_after_a_plain_step(monkeypatch, case):
         assert calls_with_rule < calls_without
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("case", list(_SHORTCUT_CASES))
 def test_reused_head_verdicts(monkeypatch, case):
     """vllm's admission checks reuse the allocator's answers that cannot have changed (a
@@ -407,6 +411,7 @@ _COPYING_CASES = {
 }
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("case", list(_COPYING_CASES))
 def test_copying_steps_run_in_spans(monkeypatch, case):
     """A decode step whose appends copy blocks (forks writing into their shared last

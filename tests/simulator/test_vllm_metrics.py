@@ -142,6 +142,7 @@ def test_tick_runs_are_the_runs_of_each_step():
     assert in_one_call.num_gaps == total
 
 
+@pytest.mark.pure_python
 def test_token_gaps_folded_in_any_order_tally_the_same(monkeypatch):
     """Single gaps folded every few adds, chunks, runs and early reads give the tally
     that np.unique gives of everything at once."""
@@ -210,6 +211,7 @@ def test_simulate_reports_them_and_itl_adds_up_to_the_decode_time():
     assert s["p50_itl_ms"] <= s["p90_itl_ms"] <= s["p99_itl_ms"]
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
 def test_riding_groups_record_the_gaps_of_groups_advanced_one_by_one(preemption_mode, monkeypatch):
     """Groups that ride the decode clock keep no per-token times; the gap bookkeeping

@@ -1,0 +1,121 @@
+"""The modules that run compiled, and the guard that runs their sources instead.
+
+``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
+path: the engine, the schedulers, the paged allocator and its block pool, the
+recorder, the cost model's formulas and the request state) and writes
+``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
+same operations in the same order as their sources, so a simulation gives the same
+results either way (``tests/test_native.py``); they run about twice as fast.
+
+At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules are
+used only if every source still has the hash it was compiled from. Otherwise, or
+with ``PAGESIM_PURE_PYTHON=1`` in the environment, all of them are loaded from their
+``.py`` files (never some of each: compiled classes refer to each other directly), and
+an edited source warns once that it runs as Python until it is compiled again.
+
+This module imports nothing from pagesim (``setup.py`` reads it before pagesim exists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+#: compiled by mypyc when pagesim is installed (setup.py)
+COMPILED = (
+    "pagesim.allocators.block_pool",
+    "pagesim.allocators.paged",
+    "pagesim.simulator.request",
+    "pagesim.simulator.token_gaps",
+    "pagesim.simulator.metrics",
+    "pagesim.simulator.costmodel.model",
+    "pagesim.simulator.schedulers.base",
+    "pagesim.simulator.schedulers.vllm",
+    "pagesim.simulator.schedulers.vllm_paper",
+    "pagesim.simulator.schedulers.orca",
+    "pagesim.simulator.schedulers.static",
+    "pagesim.simulator.engine",
+)
+
+#: the environment variable that makes an install, or a run, pure Python
+PURE_ENV = "PAGESIM_PURE_PYTHON"
+
+#: how this process runs the COMPILED modules: "compiled" or "pure Python (why)"
+status = "not decided"
+
+
+def source_hash(data: bytes) -> str:
+    """The hash ``_compiled.json`` keeps of a compiled module's source."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+class SourcesFirst(importlib.abc.MetaPathFinder):
+    """Loads every COMPILED module from its ``.py`` file (its extension is not used)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in COMPILED or not path:
+            return None
+        name = fullname.rpartition(".")[2] + ".py"
+        for directory in path:
+            source = os.path.join(directory, name)
+            if os.path.isfile(source):
+                return importlib.util.spec_from_file_location(fullname, source)
+        return None
+
+
+def _source_file(module: str) -> Path | None:
+    """A COMPILED module's source, found without importing any package below pagesim
+    (a subpackage's directory is inside its parent's, in the repository and installed)."""
+    parts = module.split(".")
+    spec = importlib.util.find_spec(".".join(parts[:2]))  # imports pagesim only
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for directory in spec.submodule_search_locations:
+        path = Path(directory, *parts[2:-1], parts[-1] + ".py")
+        if path.is_file():
+            return path
+    return None
+
+
+def _stale(package_dir: Path) -> str | None:
+    """Why the compiled modules cannot be used (None: they can)."""
+    if os.environ.get(PURE_ENV) == "1":
+        return f"{PURE_ENV}=1"
+    try:
+        stamp = json.loads((package_dir / "_compiled.json").read_text())
+    except (OSError, ValueError):
+        return "not compiled"
+    for module in COMPILED:
+        source = _source_file(module)
+        if source is None or stamp.get(module) != source_hash(source.read_bytes()):
+            where = source if source is not None else module
+            warnings.warn(
+                f"pagesim: {where} changed since it was compiled: the engine's modules run "
+                "as Python (about half the speed) until they are compiled again "
+                "(`pip install -e .`, or `python3 tasks.py run`)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return f"{where} changed since it was compiled"
+    return None
+
+
+def choose(package_dir: Path) -> str:
+    """Decide, once per process, whether the COMPILED modules run compiled; returns
+    :data:`status`."""
+    global status
+    if status != "not decided":
+        return status
+    why = _stale(package_dir)
+    if why is None:
+        status = "compiled"
+    else:
+        sys.meta_path.insert(0, SourcesFirst())
+        status = f"pure Python ({why})"
+    return status
