@@ -9,10 +9,11 @@ CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``
 own) and prints the median wall time of its repeats, simulated requests and engine
 steps per second, and the child's peak resident memory.
 
-It starts with where its figures come from: this build's commit, the Python, the
-machine's processor and cores, and the load average when it started (the wall-time
-targets are absolute seconds, and the machines it runs on differ in speed; compare
-builds by their ratio in one sitting, not by figures from different machines).
+It starts with where its figures come from: this build's commit and whether its
+engine modules run compiled (``pagesim._native``), the Python, the machine's processor
+and cores, and the load average when it started (the wall-time targets are absolute
+seconds, and the machines it runs on differ in speed; compare builds by their ratio in
+one sitting, not by figures from different machines).
 
 After each case it prints the one-engine issue's target for it (wall time, peak memory,
 or speed against the SimPy step engine of a build from before the merge) and whether
@@ -244,16 +245,31 @@ def build_commit(python: str) -> str:
     return head.stdout.strip() + (" +changes" if dirty else "")
 
 
+def engine_modules(python: str) -> str:
+    """Whether ``python``'s pagesim runs the engine's modules compiled (``pagesim._native``)."""
+    out = subprocess.run(
+        [python, "-c", "from pagesim import _native; print(_native.status)"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip() if out.returncode == 0 else "pure Python (a build before mypyc)"
+
+
 def where(baseline: str | None) -> list[str]:
     """The header: the builds compared and the machine they run on."""
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     rows = [
-        f"this build: {build_commit(sys.executable)}   Python {platform.python_version()}",
+        f"this build: {build_commit(sys.executable)}, engine modules {engine_modules(sys.executable)}"
+        f"   Python {platform.python_version()}",
         f"machine: {processor_name()}, {os.cpu_count()} logical cores, {platform.system()}; "
         f"load average {load} at the start",
     ]
     if baseline:
-        rows.insert(1, f"baseline: {build_commit(baseline)}   ({baseline})")
+        rows.insert(
+            1,
+            f"baseline: {build_commit(baseline)}, engine modules {engine_modules(baseline)}"
+            f"   ({baseline})",
+        )
     return rows
 
 
