@@ -52,6 +52,13 @@ def setup(extras: str) -> None:
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".{extras}")
         stamp.touch()
     compile_bytecode()
+    # whether the install compiled the engine's modules (pip's --quiet hides its word)
+    status = subprocess.run(
+        [str(BIN / "python"), "-c", "from pagesim import _native; print(_native.status)"],
+        capture_output=True,
+        text=True,
+    )
+    print(f"pagesim's engine modules: {status.stdout.strip() or status.stderr.strip()}", flush=True)
 
 
 def compiled_sources() -> list[Path]:
