@@ -1,8 +1,7 @@
 """Build pagesim: the engine's hot modules compiled by mypyc, or pure Python.
 
 Every simulation step runs through the modules in ``COMPILED`` (the engine, the
-schedulers, the paged allocator and its block pool, the recorder, the cost model's
-step formulas). mypyc compiles them, from the same Python sources, into C extensions
+schedulers, the allocators, the recorder, the cost model's step formulas). mypyc compiles them, from the same Python sources, into C extensions
 that run the same operations in the same order, about twice as fast. The rest of the
 package stays Python.
 

@@ -2,7 +2,8 @@
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
 path: the engine, the schedulers, the paged allocator and its block pool, the
-recorder, the cost model's formulas and the request state) and writes
+contiguous allocator and its heaps, the recorder, the cost model's formulas and the
+request state) and writes
 ``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
 same operations in the same order as their sources, so a simulation gives the same
 results either way (``tests/test_native.py``); they run about twice as fast.
@@ -11,7 +12,9 @@ At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules a
 used only if every source still has the hash it was compiled from. Otherwise, or
 with ``PAGESIM_PURE_PYTHON=1`` in the environment, all of them are loaded from their
 ``.py`` files (never some of each: compiled classes refer to each other directly), and
-an edited source warns once that it runs as Python until it is compiled again.
+an edited source warns once that it runs as Python until it is compiled again. The
+modules outside :data:`COMPILED` always load from source, even beside an extension an
+earlier build left.
 
 This module imports nothing from pagesim (``setup.py`` reads it before pagesim exists).
 """
@@ -31,6 +34,10 @@ from pathlib import Path
 COMPILED = (
     "pagesim.allocators.block_pool",
     "pagesim.allocators.paged",
+    "pagesim.allocators.buddy",
+    "pagesim.allocators.first_fit",
+    "pagesim.allocators.artifact_buddy",
+    "pagesim.allocators.contiguous",
     "pagesim.simulator.request",
     "pagesim.simulator.token_gaps",
     "pagesim.simulator.metrics",
@@ -56,10 +63,17 @@ def source_hash(data: bytes) -> str:
 
 
 class SourcesFirst(importlib.abc.MetaPathFinder):
-    """Loads every COMPILED module from its ``.py`` file (its extension is not used)."""
+    """Loads pagesim's modules from their ``.py`` files, ignoring extensions beside
+    them: every module, or (``keep_compiled``) every module but the COMPILED ones (an
+    extension left by an earlier build of a module no longer compiled is never used)."""
+
+    def __init__(self, *, keep_compiled: bool) -> None:
+        self.keep_compiled = keep_compiled
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in COMPILED or not path:
+        if not path or not fullname.startswith("pagesim."):
+            return None
+        if self.keep_compiled and fullname in COMPILED:
             return None
         name = fullname.rpartition(".")[2] + ".py"
         for directory in path:
@@ -113,9 +127,6 @@ def choose(package_dir: Path) -> str:
     if status != "not decided":
         return status
     why = _stale(package_dir)
-    if why is None:
-        status = "compiled"
-    else:
-        sys.meta_path.insert(0, SourcesFirst())
-        status = f"pure Python ({why})"
+    sys.meta_path.insert(0, SourcesFirst(keep_compiled=why is None))
+    status = "compiled" if why is None else f"pure Python ({why})"
     return status

@@ -174,3 +174,30 @@ def test_ci_runs_the_compiled_modules():
     """CI's machines have a C compiler: there the install must have compiled (a failed
     compile installs pure Python, and every compiled-only test would just skip)."""
     assert _native.status == "compiled" or os.environ.get(_native.PURE_ENV) == "1"
+
+
+def test_modules_outside_the_compiled_set_load_from_source():
+    """Only the COMPILED modules may come from extensions (an extension an earlier build
+    left beside another module's source is not used)."""
+    import importlib
+    import pkgutil
+
+    loaded = []
+    packages = ["pagesim.allocators", "pagesim.simulator", "pagesim.workloads"]
+    infos = [
+        info
+        for name in packages
+        for info in pkgutil.walk_packages(importlib.import_module(name).__path__, name + ".")
+    ]
+    for info in infos:
+        if (
+            info.ispkg
+            or info.name in _native.COMPILED
+            or info.name.endswith(("__mypyc", "__main__"))
+        ):
+            continue
+        loaded.append(importlib.import_module(info.name))
+    assert len(loaded) > 20
+    assert all(Path(m.__file__).suffix == ".py" for m in loaded), [
+        m.__name__ for m in loaded if Path(m.__file__).suffix != ".py"
+    ]
