@@ -226,6 +226,11 @@ class Scheduler(ABC):
         self._num_frees = 0
         #: the last admission check's (group, tokens generated, ``alloc_request(-1)``)
         self._checked_request: tuple[SequenceGroup, int, AllocRequest] | None = None
+        self._init_state()
+
+    def _init_state(self) -> None:  # noqa: B027 - a hook, empty here
+        """A subclass's own state, set up at the end of ``__init__`` (so that every
+        scheduler is built with the base's arguments); an override calls this first."""
 
     # ---- the engine's interface -----------------------------------------------------
 

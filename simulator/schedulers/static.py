@@ -18,18 +18,10 @@ Accounting choices (FasterTransformer returns a batch's results together):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.base import AllocStatus
 from pagesim.simulator.schedulers.base import Scheduler, Step
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from pagesim.allocators.base import KVAllocator
-    from pagesim.simulator.spec import SchedulerSpec
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
@@ -38,15 +30,8 @@ class StaticScheduler(Scheduler):
     needs_paged = False
     pairing_note = "it reserves each request's memory at admission and never preempts"
 
-    def __init__(
-        self,
-        spec: SchedulerSpec,
-        allocator: KVAllocator,
-        *,
-        max_model_len: int,
-        rng: np.random.Generator,
-    ) -> None:
-        super().__init__(spec, allocator, max_model_len=max_model_len, rng=rng)
+    def _init_state(self) -> None:
+        super()._init_state()
         #: the groups decoding in the current step (a finished request stops computing)
         self._decoding: list = []
 

@@ -50,7 +50,7 @@ could not come back, or a group was preempted.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from mypy_extensions import mypyc_attr
 
@@ -58,12 +58,6 @@ from pagesim.allocators.base import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler, Step, by_arrival
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from pagesim.allocators.base import KVAllocator
-    from pagesim.simulator.spec import SchedulerSpec
 
 
 def prompt_limit_reason(num_tokens: int, prompt_limit: int) -> str:
@@ -104,15 +98,8 @@ class VllmScheduler(Scheduler):
     #: (:meth:`_steady_after_advance`); off: every check asks (the tests compare)
     reuse_head_verdicts: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        spec: SchedulerSpec,
-        allocator: KVAllocator,
-        *,
-        max_model_len: int,
-        rng: np.random.Generator,
-    ) -> None:
-        super().__init__(spec, allocator, max_model_len=max_model_len, rng=rng)
+    def _init_state(self) -> None:
+        super()._init_state()
         #: (head, ``_num_frees``, its tokens) when the allocator last answered it LATER
         self._blocked_head: tuple[SequenceGroup, int, int] | None = None
         #: (head, clock ticks, ``_num_frees``, verdict, tokens) checked after the last

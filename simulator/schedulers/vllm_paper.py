@@ -74,8 +74,6 @@ by them is not steady (memory could run short later and change ``is_blocked``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mypy_extensions import mypyc_attr
 
 from pagesim.simulator.request import WAITING, SequenceGroup
@@ -83,12 +81,6 @@ from pagesim.simulator.schedulers.base import Step, by_arrival
 from pagesim.simulator.schedulers.vllm import (
     VllmScheduler,
 )
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from pagesim.allocators.base import KVAllocator
-    from pagesim.simulator.spec import SchedulerSpec
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
@@ -98,15 +90,8 @@ class VllmPaperScheduler(VllmScheduler):
     # sequences: a blocked head does not make its steps steady
     steady_behind_blocked_head = False
 
-    def __init__(
-        self,
-        spec: SchedulerSpec,
-        allocator: KVAllocator,
-        *,
-        max_model_len: int,
-        rng: np.random.Generator,
-    ) -> None:
-        super().__init__(spec, allocator, max_model_len=max_model_len, rng=rng)
+    def _init_state(self) -> None:
+        super()._init_state()
         #: groups preempted in the current schedule(), and whether one was swapped out
         self._preempted_ids: set[int] = set()
         self._swapped_out_now = False
