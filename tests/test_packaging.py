@@ -9,6 +9,7 @@ fetch the build backend (no network and no cached wheel).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -30,9 +31,10 @@ def test_wheel_builds_without_setuptools_warnings(tmp_path):
     )
     shutil.copytree(REPO, source, ignore=skip)
     wheels = tmp_path / "wheels"
+    env = {k: v for k, v in os.environ.items() if k != _native.PURE_ENV}  # a default build
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-w", str(wheels), "-v"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     log = proc.stdout + proc.stderr
     if proc.returncode != 0 and ("setuptools" in log and "Could not" in log):
