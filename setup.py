@@ -95,8 +95,14 @@ def extensions() -> list:
     try:
         from mypyc.build import mypycify
 
+        # the same build whatever the environment holds: no installed package's types
+        # (numpy, simpy, pandas are Any) and no cache from an earlier build
+        cache = ROOT / "build" / "mypyc-cache"
+        if cache.exists():
+            shutil.rmtree(cache)
+        options = ["--no-site-packages", "--ignore-missing-imports", "--follow-imports=silent"]
         return mypycify(
-            ["--ignore-missing-imports", "--follow-imports=silent", *lay_out_tree()],
+            [*options, "--cache-dir", str(cache), *lay_out_tree()],
             opt_level="3",
             target_dir=str(ROOT / "build" / "mypyc"),
             group_name="pagesim._native",

@@ -51,35 +51,14 @@ import math
 from collections.abc import Callable, Iterator
 
 import simpy
-from simpy.events import URGENT, Event
+from simpy.events import Event
 
 from pagesim.errors import InvariantError
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.request import SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler
-
-
-class _UrgentTimeout(Event):
-    """A timeout processed before NORMAL events of the same time (arrivals before steps)."""
-
-    def __init__(self, env: simpy.Environment, delay: float):
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        env.schedule(self, URGENT, delay)
-
-
-def _timeout_at(env: simpy.Environment, t_s: float) -> Event:
-    """A timeout that fires at ``t_s`` exactly (``now + (t_s - now)`` can miss it by an ulp)."""
-    now = env.now
-    delay = t_s - now
-    if now + delay == t_s and delay >= 0:  # the usual case; else one ulp either way
-        return env.timeout(delay)
-    for candidate in (math.nextafter(delay, math.inf), math.nextafter(delay, -math.inf)):
-        if now + candidate == t_s and candidate >= 0:
-            return env.timeout(candidate)
-    return env.timeout(max(delay, 0.0))
+from pagesim.simulator.timeouts import UrgentTimeout, timeout_at
 
 
 class Engine:
@@ -140,7 +119,7 @@ class Engine:
             if group.arrival_s > now:
                 delay = group.arrival_s - now
                 self.next_arrival_s = now + delay
-                yield _UrgentTimeout(env, delay)
+                yield UrgentTimeout(env, delay)
                 now = env.now
             add(group)
             self.num_arrived += 1
@@ -189,7 +168,7 @@ class Engine:
             duration_s = step_time_s(step.plan)
             end_s = t + duration_s
             if end_s >= self.next_arrival_s or end_s >= self.limit_s:
-                yield _timeout_at(env, end_s)
+                yield timeout_at(env, end_s)
             finish_step(step, end_s)
             collect_done()
             if self.check:
@@ -273,7 +252,7 @@ class Engine:
                     if ends:  # the time limit may end the run in this yield
                         tick_run(ends)
                         ends = []
-                    yield _timeout_at(env, end_s)
+                    yield timeout_at(env, end_s)
                     horizon_s = min(self.next_arrival_s, self.limit_s)
                     # requests arrive only while SimPy runs other processes
                     arrived = self.num_arrived != num_arrived
