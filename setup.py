@@ -28,6 +28,7 @@ from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "pagesim"))
@@ -78,7 +79,11 @@ class BuildWithStamp(build_ext):
     """build_ext, then ``pagesim/_compiled.json``: each compiled module's source hash."""
 
     def run(self) -> None:
-        super().run()
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:  # no C compiler
+            print(f"pagesim: not compiled ({type(exc).__name__}: {exc}); installing pure Python")
+            return  # no stamp: pagesim._native runs every module from source
         if not self.extensions:
             return
         stamp = {module: source_hash(source_path(module).read_bytes()) for module in COMPILED}
