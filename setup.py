@@ -6,7 +6,8 @@ that run the same operations in the same order, about twice as fast. The rest of
 package stays Python.
 
 - ``PAGESIM_PURE_PYTHON=1`` when installing: nothing is compiled.
-- No C compiler, or mypyc fails: the install goes on pure Python and says why.
+- No C compiler, or mypyc fails: the install goes on pure Python (why: in the
+  build log, `pip install -v`).
 - After the build, ``pagesim/_compiled.json`` records a hash of each compiled module's
   source; at import, ``pagesim/_native.py`` runs the pure-Python modules instead of the
   compiled ones when any source differs from its hash (an edited scheduler runs as
