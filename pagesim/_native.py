@@ -3,10 +3,10 @@
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
 path: the engine, the schedulers, the paged allocator and its block pool, the
 contiguous allocator and its heaps, the recorder, the cost model's formulas and the
-request state) and writes
-``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
-same operations in the same order as their sources, so a simulation gives the same
-results either way (``tests/test_native.py``); they run about twice as fast.
+request state) and writes ``pagesim/_compiled.json``, a hash of each one's source. The
+compiled modules run the same operations in the same order as their sources, so a
+simulation gives the same results either way (``tests/test_native.py``); they run
+about twice as fast.
 
 At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules are
 used only if every source still has the hash it was compiled from. Otherwise, or
