@@ -32,6 +32,7 @@ from pathlib import Path
 
 #: compiled by mypyc when pagesim is installed (setup.py)
 COMPILED = (
+    "pagesim.allocators.validation",
     "pagesim.allocators.block_pool",
     "pagesim.allocators.paged",
     "pagesim.allocators.buddy",
@@ -42,6 +43,7 @@ COMPILED = (
     "pagesim.simulator.token_gaps",
     "pagesim.simulator.metrics",
     "pagesim.simulator.costmodel.model",
+    "pagesim.simulator.schedulers.ancestry",
     "pagesim.simulator.schedulers.base",
     "pagesim.simulator.schedulers.vllm",
     "pagesim.simulator.schedulers.vllm_paper",
