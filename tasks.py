@@ -37,50 +37,29 @@ def setup(extras: str) -> None:
     if not (BIN / "python").exists():
         print(f"creating virtual environment {VENV.name}/", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    # installing compiles the engine's modules (setup.py): their sources are in the key,
-    # so an edited one is compiled again by the next task
-    sources = b"".join(p.read_bytes() for p in compiled_sources())
     stamp_key = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes()
-        + (ROOT / "setup.py").read_bytes()
-        + sources
-        + extras.encode()
+        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "setup.py").read_bytes() + extras.encode()
     ).hexdigest()
     stamp = VENV / f".pagesim-installed-{stamp_key[:16]}"
-    if not stamp.exists():
+    # installing compiles the engine's modules (setup.py); pagesim._native says when a
+    # source changed since, and installing again compiles it
+    if not stamp.exists() or "changed since it was compiled" in engine_modules():
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
         sh(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".{extras}")
         stamp.touch()
     compile_bytecode()
-    # whether the install compiled the engine's modules (pip's --quiet hides its word)
-    status = subprocess.run(
+    # whether the install compiled them (pip's --quiet hides setup.py's word)
+    print(f"pagesim's engine modules: {engine_modules()}", flush=True)
+
+
+def engine_modules() -> str:
+    """``pagesim._native.status`` in the virtual environment (or why it cannot say)."""
+    out = subprocess.run(
         [str(BIN / "python"), "-c", "from pagesim import _native; print(_native.status)"],
         capture_output=True,
         text=True,
     )
-    print(f"pagesim's engine modules: {status.stdout.strip() or status.stderr.strip()}", flush=True)
-
-
-def compiled_sources() -> list[Path]:
-    """The sources setup.py compiles (``pagesim._native.COMPILED``), read without
-    importing pagesim."""
-    names = []
-    for line in (ROOT / "pagesim" / "_native.py").read_text().splitlines():
-        line = line.strip()
-        if line.startswith('"pagesim.') and line.endswith('",'):
-            names.append(line.strip('",'))
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        package_dir = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
-    paths = []
-    for name in names:
-        package, _, module = name.rpartition(".")
-        parts = package.split(".")
-        for i in range(len(parts), 0, -1):  # the nearest package with a listed folder
-            if ".".join(parts[:i]) in package_dir:
-                folder = ROOT / package_dir[".".join(parts[:i])] / Path(*parts[i:])
-                paths.append(folder / f"{module}.py")
-                break
-    return paths
+    return out.stdout.strip() or out.stderr.strip()
 
 
 def compile_bytecode() -> None:
