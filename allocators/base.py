@@ -287,8 +287,11 @@ class KVAllocator(ABC):
 
     def free_and_fork(self, seq_ids: list[int], forks: list[tuple[int, int]]) -> None:
         """A beam step of one group: ``free`` each of ``seq_ids``, then ``fork(parent,
-        child)`` for each pair of ``forks``, in order. An allocator may do it in one pass;
-        the outcome is that of the calls."""
+        child)`` for each pair of ``forks``, in order. A child may take the id of a
+        sequence freed in the same call (the schedulers give the i-th fork the i-th freed
+        id while there is one). An allocator may do it in one pass; the outcome is that
+        of the calls, up to which free block each sequence is given (the slots, blocks,
+        sharing and copies are the same)."""
         for seq_id in seq_ids:
             self.free(seq_id)
         for parent_seq_id, child_seq_id in forks:

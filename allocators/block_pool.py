@@ -151,6 +151,57 @@ class BlockPool:
             else:
                 self.incref(block_id)
 
+    def rebase(self, tables: list[list[int]], sources: list[list[int]]) -> None:
+        """Each table gives up its blocks and takes those of its source (same length):
+        ``decref_all(reversed(table))`` for every table, in order, then ``incref_all``
+        of every source, and each table's blocks become its source's. A leading run of
+        blocks the two share is skipped: its counts would drop and rise by one, and the
+        source's holder keeps them held, so the same blocks are released in the same
+        order (a beam step's frees and forks, where beams share long prefixes)."""
+        if self._key_to_block:  # keyed releases go to the evictor: the general order
+            for table in tables:
+                self.decref_all(reversed(table))
+            for table, source in zip(tables, sources, strict=True):
+                self.incref_all(source)
+                table[:] = source
+            return
+        ref_counts = self._ref_counts
+        stack = self._free_ids
+        num_free = len(stack)
+        starts: list[int] = []
+        for i in range(len(tables)):
+            table = tables[i]
+            source = sources[i]
+            n = len(table)
+            if len(source) != n:
+                raise InvariantError(f"{self.name}: rebase of a table onto one of another length")
+            start = 0
+            while start < n and table[start] == source[start]:
+                start += 1
+            starts.append(start)
+            for j in range(n - 1, start - 1, -1):
+                block_id = table[j]
+                count = ref_counts[block_id]
+                if count == 1:
+                    ref_counts[block_id] = 0
+                    stack.append(block_id)
+                elif count > 1:
+                    ref_counts[block_id] = count - 1
+                else:
+                    self.num_free_blocks += len(stack) - num_free
+                    raise InvariantError(f"{self.name} block {block_id} freed twice")
+        self.num_free_blocks += len(stack) - num_free
+        for i in range(len(tables)):
+            table = tables[i]
+            source = sources[i]
+            for j in range(starts[i], len(source)):
+                block_id = source[j]
+                if ref_counts[block_id]:
+                    ref_counts[block_id] += 1
+                else:
+                    self.incref(block_id)
+                table[j] = block_id
+
     def copy_if_shared(self, block_id: int) -> int | None:
         """Copy-on-write for one holder of ``block_id``: None when it is the only holder
         (it writes in place); else a fresh block (``take``), and ``block_id`` drops that

@@ -93,6 +93,22 @@ prefix cache or a pinned prefix, blocks are shared only inside a group, so a gro
 only sequence holds each of its blocks alone: ``free`` releases them without reading
 their counts (``BlockPool.release_held_once``), and a bulk step gives each opener its
 block in one pass (``BlockPool.take_onto``).
+
+Beam steps. A beam step (``free_and_fork``) frees the beams no candidate chose and
+forks the chosen ones again; the schedulers give each child the id of a beam freed in
+the same call. When every sequence involved is in the lockstep set and the pool
+shares blocks only inside groups (no prefix cache, no pinned prefix), such a call
+keeps the group in the lockstep set (``_refork``): a child holds as many slots, in as
+many blocks, with the same target as the beam it replaces, so no running total moves;
+its table gives up the freed beam's blocks and takes its parent's (a leading run the
+two share is left alone, ``BlockPool.rebase``). If the fork falls inside a block, the
+child and its parent now share a partly filled last block: the child's copy of it is
+*pending* (by group, with what the totals count twice for it: its empty slots and
+internal fragmentation, subtracted in ``usage``), ``can_append_all`` counts it, and
+the next bulk append makes it (``_copy_pending``; the parent, its last holder, writes
+in place, where a one-by-one ``fork`` would leave the copy to the parent: only which
+block each holds differs). Anything else that touches the group first gives its
+pending copies the general form (``_settle``: the sharers become exact).
 """
 
 from __future__ import annotations
@@ -113,7 +129,7 @@ from pagesim.allocators.block_pool import BlockPool
 from pagesim.allocators.paged_checks import check_paged_invariants
 from pagesim.allocators.prefix_cache import prompt_block_keys
 from pagesim.allocators.validation import FreedIds, check_request
-from pagesim.errors import AllocatorError, ConfigError
+from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 
 class PagedAllocator(KVAllocator):
@@ -184,6 +200,15 @@ class PagedAllocator(KVAllocator):
         #: internal fragmentation the lockstep set gains when the clock reaches a value
         #: (the sequences that open their final block at that clock)
         self._final_internal_by_clock: dict[int, int] = {}
+        #: beam steps' shared last blocks (module docstring, "Beam steps"): by group, the
+        #: lockstep sequences that continue another one's line, (parent, child), each
+        #: child to copy the partly filled last block they share at its next append
+        self._pending_copy: dict[int, list[tuple[int, int]]] = {}
+        self._num_pending = 0
+        #: what the lockstep totals count twice for those blocks: empty slots, and
+        #: the internal fragmentation among them
+        self._pending_holes = 0
+        self._pending_internal = 0
 
     def _pin(
         self, pinned_prefix: tuple[int, int] | None, is_prefix_caching: bool
@@ -470,7 +495,7 @@ class PagedAllocator(KVAllocator):
         if not self._max_group_size:
             return True
         bs = self._block_size
-        need = len(self._openers())
+        need = len(self._openers()) + self._num_pending
         if self._exact_seq_ids:
             shared: set[int] = set()
             for seq_id in self._exact_seq_ids:
@@ -488,7 +513,7 @@ class PagedAllocator(KVAllocator):
         copy a shared block), a group is swapped out, or the pool caches prefixes (with
         appends deferred past a preemption, a block the victim frees would be taken
         instead of evicting a cached one, and the cache would differ)."""
-        if self._exact_seq_ids or self.gpu.is_caching:
+        if self._exact_seq_ids or self._pending_copy or self.gpu.is_caching:
             return None
         opens = -self._clock % self._block_size
         bs = self._block_size
@@ -508,8 +533,11 @@ class PagedAllocator(KVAllocator):
 
     def append_slot_all(self) -> None:
         """One more slot for every GPU sequence (``can_append_all`` said True):
-        O(blocks opened) for the lockstep set, then the exact sequences one by one."""
+        O(blocks opened and copied) for the lockstep set, then the exact sequences one
+        by one."""
         self._append_lockstep(0)
+        if self._pending_copy:
+            self._copy_pending()
         if self._exact_seq_ids:
             self._append_exact()
 
@@ -534,6 +562,42 @@ class PagedAllocator(KVAllocator):
         self._lockstep_internal += self._final_internal_by_clock.pop(self._clock, 0)
         return True
 
+    def _copy_pending(self) -> None:
+        """The copies a beam step left due (:attr:`_pending_copy`): each child takes a
+        fresh block for the last block it shares, whose holders drop by one; the parent,
+        its last holder, writes in place. The lockstep totals already count each child's
+        block as its own."""
+        tables = self._table_by_seq
+        copy_if_shared = self.gpu.copy_if_shared
+        for forks in self._pending_copy.values():
+            for _, child in forks:
+                table = tables[child]
+                copy_id = copy_if_shared(table[-1])
+                if copy_id is None:
+                    raise InvariantError(f"paged: seq {child}'s pending copy has no block to copy")
+                table[-1] = copy_id
+        self._num_copied += self._num_pending
+        self._pending_copy = {}
+        self._num_pending = self._pending_holes = self._pending_internal = 0
+
+    def _settle(self, group_id: int) -> None:
+        """A group's pending copies in the general form, before anything other than a
+        bulk append touches its sequences: each child and its parent leave the lockstep
+        set and become exact (``fork``'s form of a shared last block)."""
+        forks = self._pending_copy.pop(group_id, None)
+        if forks is None:
+            return
+        bs = self._block_size
+        for parent, child in forks:
+            table = self._table_by_seq[child]
+            held = self._off_by_seq[child] + self._clock
+            self._pending_holes -= bs - held % bs
+            target = self._target_by_seq[child]
+            self._pending_internal -= bs - min(bs, target - (len(table) - 1) * bs)
+            self._num_pending -= 1
+            self._make_exact(parent)
+            self._make_exact(child)
+
     def append_all_measured(
         self, is_blocked: bool
     ) -> tuple[int, int, int, tuple[int, int, int, int, int, int]] | None:
@@ -543,7 +607,13 @@ class PagedAllocator(KVAllocator):
         also while a sequence is exact (its append may copy a shared block: the caller
         takes ``append_all_copying``) or a copy or swap waits to be drained (it belongs
         in a step's plan: the caller takes the per-step path)."""
-        if self._exact_seq_ids or self._num_copied or self._num_swapped_in or self._num_swapped_out:
+        if (
+            self._exact_seq_ids
+            or self._pending_copy
+            or self._num_copied
+            or self._num_swapped_in
+            or self._num_swapped_out
+        ):
             return None
         # can_append_all with no exact sequence: the blocks the openers take must leave
         # the largest group one each
@@ -603,6 +673,8 @@ class PagedAllocator(KVAllocator):
 
     def append_slot(self, seq_id: int) -> None:
         """One more slot: a new block when the last is full; copy-on-write if it is shared."""
+        if self._pending_copy and seq_id in self._group_by_seq:
+            self._settle(self._group_by_seq[seq_id])
         table = self._on_gpu(seq_id, "append_slot")
         if seq_id in self._off_by_seq:
             num_tokens = self._leave(seq_id)
@@ -627,6 +699,8 @@ class PagedAllocator(KVAllocator):
 
     def fork(self, parent_seq_id: int, child_seq_id: int) -> None:
         """The child shares every block of the parent (reference counts + 1)."""
+        if self._pending_copy and parent_seq_id in self._group_by_seq:
+            self._settle(self._group_by_seq[parent_seq_id])
         table = self._on_gpu(parent_seq_id, "fork")
         if child_seq_id in self._group_by_seq:
             raise AllocatorError(f"fork: child sequence {child_seq_id} already exists")
@@ -645,6 +719,8 @@ class PagedAllocator(KVAllocator):
     def free(self, seq_id: int) -> None:
         """Release a sequence's blocks, tail first (GPU, or CPU while swapped)."""
         group_id = self._known(seq_id, "free")
+        if self._pending_copy:
+            self._settle(group_id)
         members = self._seq_ids_by_group[group_id]
         if group_id in self._swapped_group_ids:
             cpu_table = self._cpu_table_by_seq.pop(seq_id)
@@ -696,6 +772,10 @@ class PagedAllocator(KVAllocator):
         if group_id is None or group_id in self._swapped_group_ids:
             super().free_and_fork(seq_ids, forks)
             return
+        if self._is_shared_in_group_only and self._refork(group_id, seq_ids, forks):
+            return
+        if self._pending_copy:
+            self._settle(group_id)
         members = self._seq_ids_by_group[group_id]
         size_before = len(members)
         bs = self._block_size
@@ -744,6 +824,55 @@ class PagedAllocator(KVAllocator):
                 else:
                     del self._seq_ids_by_group[group_id]
 
+    def _refork(self, group_id: int, seq_ids: list[int], forks: list[tuple[int, int]]) -> bool:
+        """``free_and_fork`` of a beam step whose i-th fork gives the i-th freed sequence
+        the parent's line (``forks[i] == (parent, seq_ids[i])``), every sequence of the
+        group in the lockstep set, no copy of it pending and the pool sharing blocks only
+        inside groups (module docstring, "Beam steps"). False, with nothing changed,
+        when the call is not of that form. The same blocks are released and shared; the
+        sequences keep their places in the lockstep totals (a child holds as many slots
+        as its parent, in as many blocks, with the same target), and a partly filled
+        last block now shared is one copy pending for each child."""
+        num = len(seq_ids)
+        if num != len(forks) or not num or group_id in self._pending_copy:
+            return False
+        group_by_seq = self._group_by_seq
+        off_by_seq = self._off_by_seq
+        target_by_seq = self._target_by_seq
+        off = off_by_seq.get(seq_ids[0])
+        if off is None:
+            return False
+        target = target_by_seq[seq_ids[0]]
+        for i in range(num):
+            parent, child = forks[i]
+            if (
+                child != seq_ids[i]
+                or group_by_seq.get(child) != group_id
+                or group_by_seq.get(parent) != group_id
+                or off_by_seq.get(child) != off
+                or off_by_seq.get(parent) != off
+                or target_by_seq[child] != target
+                or target_by_seq[parent] != target
+                or parent in seq_ids
+            ):
+                return False
+        if num > 1 and len(set(seq_ids)) != num:
+            return False
+        tables = self._table_by_seq
+        parent_tables = [tables[parent] for parent, _ in forks]
+        self.gpu.rebase([tables[child] for child in seq_ids], parent_tables)
+        table = parent_tables[-1]
+        bs = self._block_size
+        held = off + self._clock
+        fill = held % bs
+        if fill:  # the children share their parents' partly filled last blocks
+            self._pending_copy[group_id] = forks
+            self._num_pending += num
+            self._pending_holes += num * (bs - fill)
+            will_fill = min(bs, target - (len(table) - 1) * bs)
+            self._pending_internal += num * (bs - will_fill)
+        return True
+
     def _release_cpu(self, cpu_table: list[int]) -> None:
         released = [b for b in cpu_table if self.cpu.ref_count(b) == 1]
         self.cpu.decref_all(reversed(cpu_table))
@@ -774,6 +903,8 @@ class PagedAllocator(KVAllocator):
                 f"swap_out: group {group_id} cannot be swapped out "
                 f"(already swapped, or {self.cpu.num_free_blocks} free CPU blocks are too few)"
             )
+        if self._pending_copy:
+            self._settle(group_id)
         members = self._seq_ids_by_group[group_id]
         self._count_group(len(members), -1)
         gpu_to_cpu: dict[int, int] = {}
@@ -868,8 +999,8 @@ class PagedAllocator(KVAllocator):
         """Exact breakdown of the GPU pool: O(1) plus O(exact sequences)."""
         bs = self._block_size
         held = self._sum_off + len(self._off_by_seq) * self._clock
-        holes = self._lockstep_blocks * bs - held
-        internal = self._lockstep_internal
+        holes = self._lockstep_blocks * bs - held - self._pending_holes
+        internal = self._lockstep_internal - self._pending_internal
         reserved = holes - internal
         if self._exact_seq_ids:
             fill_by_block: dict[int, int] = {}

@@ -43,6 +43,62 @@ import numpy as np
 BeamPlan = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
 
 
+#: 2 ** 32: the uniform draws' 32-bit values lie in [0, TWO_32)
+TWO_32 = 1 << 32
+#: 32-bit values :class:`UniformDraws` takes from the generator in one call
+CHUNK = 4096
+
+
+class UniformDraws:
+    """The values of ``rng.integers(0, n, size)`` calls (``n`` < 2 ** 32), in the order
+    made, from 32-bit values taken from ``rng`` ahead, ``CHUNK`` in one call.
+
+    numpy draws a bounded integer in a range of ``n`` < 2 ** 32 values from one 32-bit
+    value ``u`` of its bit generator at a time (Lemire's method: ``(u * n) >> 32``,
+    drawing again while the low 32 bits of ``u * n`` are below ``(2 ** 32 - n) % n``;
+    a range of one value takes none), and ``rng.integers(0, 2 ** 32, size)`` hands out
+    those 32-bit values themselves. So the values are exactly those of the calls; the
+    generator itself runs up to a chunk ahead of them (:attr:`num_taken` says how many
+    32-bit values the calls have used), so nothing else may draw from it meanwhile.
+    ``tests/simulator/test_beam_ancestry.py`` checks the values against numpy for
+    ranges that reject and ones that never do, and sizes odd and even."""
+
+    def __init__(self, rng: np.random.Generator, chunk: int = CHUNK) -> None:
+        self._rng = rng
+        self._chunk = chunk
+        self._values: list[int] = []
+        self._next = 0
+        #: 32-bit values the calls have used so far
+        self.num_taken = 0
+
+    def _take(self) -> int:
+        if self._next == len(self._values):
+            self._values = self._rng.integers(0, TWO_32, size=self._chunk).tolist()
+            self._next = 0
+        value = self._values[self._next]
+        self._next += 1
+        self.num_taken += 1
+        return value
+
+    def integers(self, n: int, size: int) -> list[int]:
+        """What ``rng.integers(0, n, size=size).tolist()`` would give."""
+        if not 1 <= n < TWO_32:
+            raise ValueError(f"UniformDraws draws from ranges of 1 to 2**32 - 1 values, got {n}")
+        if n == 1:
+            return [0] * size
+        out: list[int] = []
+        for _ in range(size):
+            m = self._take() * n
+            low = m & (TWO_32 - 1)
+            if low < n:
+                threshold = (TWO_32 - n) % n
+                while low < threshold:
+                    m = self._take() * n
+                    low = m & (TWO_32 - 1)
+            out.append(m >> 32)
+        return out
+
+
 def beam_parents(
     rng: np.random.Generator, num_beams: int, beam_width: int, keep_prob: float
 ) -> np.ndarray:

@@ -43,10 +43,12 @@ finishes, the allocator appends one slot to every sequence in bulk
 allocator's running totals (``decode_totals``). A decode step then costs O(1) plus the
 groups that need work of their own (finishing, forking, beams). When the bulk
 condition does not hold, the scheduler takes the per-group path of the same rule.
-A step's beam groups draw their parents ahead in one generator call (the same values
-and generator state as one call each), a drawn row's outcome is remembered (a width-4
-step has 256), and each group frees and forks in one allocator call
-(``free_and_fork``).
+A step's beam groups draw their parents ahead, together (``ancestry.UniformDraws``:
+the values of one ``rng.integers`` call each, from 32-bit values the generator gives
+out in chunks), a drawn row's outcome is remembered (a width-4 step has 256), and each
+group frees and forks in one allocator call (``free_and_fork``) in which a child takes
+the id of a beam freed in the same step: a paged allocator then keeps the beams in its
+running totals and leaves the copy of a shared last block to the next bulk append.
 
 Steady runs. A step whose decisions the next steps would repeat exactly (a bulk decode
 of every running group, nothing to admit, swap in or advance by hand) is *steady*;
@@ -96,7 +98,7 @@ from pagesim.simulator.request import (
     DecodeClock,
     SequenceGroup,
 )
-from pagesim.simulator.schedulers.ancestry import BeamPlan, beam_parents, beam_plan
+from pagesim.simulator.schedulers.ancestry import BeamPlan, UniformDraws, beam_parents, beam_plan
 from pagesim.simulator.spec import SchedulerSpec
 from pagesim.simulator.token_gaps import TokenGaps
 
@@ -186,10 +188,14 @@ class Scheduler(ABC):
         self.max_model_len = max_model_len
         self.rng = rng
         self._beam_keep_prob = spec.beam_keep_prob
+        #: the uniform parents' draws (``beam_keep_prob`` = 0): ``rng.integers`` calls'
+        #: values, the generator read ahead (``ancestry.UniformDraws``)
+        self._uniform = UniformDraws(rng)
         #: the beam steps of the current ``_advance``, planned ahead, by group id
         self._beam_plan_by_group: dict[int, BeamPlan] = {}
-        #: beam plans by (beams, width), then by parents drawn (see ``_beam_plans_of``)
-        self._beam_plans: dict[tuple[int, int], dict[tuple[int, ...], BeamPlan]] = {}
+        #: beam plans by (beams, width), then by parents drawn, the parents of slots
+        #: 0, 1, ... as the digits of a number in base ``beams`` (``_beam_plans_of``)
+        self._beam_plans: dict[tuple[int, int], dict[int, BeamPlan]] = {}
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
@@ -683,10 +689,10 @@ class Scheduler(ABC):
     def _draw_beam_parents(self, work: list[tuple[int, int, SequenceGroup]]) -> None:
         """The uniform parents (``beam_keep_prob`` = 0) of every beam step ``work`` will
         take, drawn ahead: consecutive groups with the same number of beams and width
-        share one ``rng.integers`` call. The generator fills an array one value at a
-        time, so the values and the generator's state are those of one call per group in
-        batch order (``tests/simulator/test_beam_ancestry.py``); a group with one beam
-        draws nothing (a range of one value consumes no random numbers)."""
+        share one draw (``UniformDraws.integers``). numpy draws such values one at a
+        time, so they are those of one ``rng.integers(0, beams, size=width)`` call per
+        group in batch order (``tests/simulator/test_beam_ancestry.py``); a group with
+        one beam draws nothing (a range of one value consumes no random numbers)."""
         batch: list[SequenceGroup] = []
         batch_shape = (0, 0)
         for _, _, group in work:
@@ -708,21 +714,27 @@ class Scheduler(ABC):
     def _plan_beam_steps(self, groups: list[SequenceGroup], num_beams: int, width: int) -> None:
         """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
         one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
-        values = self.rng.integers(0, num_beams, size=len(groups) * width).tolist()
-        rows = zip(*[iter(values)] * width, strict=True)  # `width` values a group
+        values = self._uniform.integers(num_beams, len(groups) * width)
         plan_by_group = self._beam_plan_by_group
         if num_beams**width > MAX_REMEMBERED_BEAM_PLANS:
-            for group, parents in zip(groups, rows, strict=True):
+            for i, group in enumerate(groups):
+                parents = values[i * width : (i + 1) * width]
                 plan_by_group[group.group_id] = beam_plan(num_beams, parents)
             return
         plans = self._beam_plans_of(num_beams, width)
-        for group, parents in zip(groups, rows, strict=True):
-            plan = plans.get(parents)
+        start = 0
+        for group in groups:
+            end = start + width
+            key = 0
+            for i in range(start, end):
+                key = key * num_beams + values[i]
+            plan = plans.get(key)
             if plan is None:
-                plan = plans[parents] = beam_plan(num_beams, parents)
+                plan = plans[key] = beam_plan(num_beams, values[start:end])
             plan_by_group[group.group_id] = plan
+            start = end
 
-    def _beam_plans_of(self, num_beams: int, width: int) -> dict[tuple[int, ...], BeamPlan]:
+    def _beam_plans_of(self, num_beams: int, width: int) -> dict[int, BeamPlan]:
         """The :func:`beam_plan` of each parents drawn so far for this many beams and
         slots (a width-4 step has 256 outcomes: plans are remembered, not recounted;
         wider steps, past ``MAX_REMEMBERED_BEAM_PLANS`` outcomes, are counted each time)."""
@@ -741,26 +753,33 @@ class Scheduler(ABC):
         if plan is None:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
             if self._beam_keep_prob:  # draws its keeps even for one beam
                 parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
-            elif num_beams == 1:  # every slot continues the one beam (nothing is drawn)
-                parents = [0] * width
-            else:
-                parents = self.rng.integers(0, num_beams, size=width).tolist()
+            else:  # one beam: every slot continues it (a range of one value draws nothing)
+                parents = self._uniform.integers(num_beams, width)
             plan = beam_plan(num_beams, parents)
         freed_positions, kept = plan
         if not freed_positions and num_beams == width:
             return  # every beam continues its own line: nothing is freed or forked
+        freed = [beams[i] for i in freed_positions]
         seq_ids: list[int] = []
         forks: list[tuple[int, int]] = []
         next_seq_id = self._next_seq_id
+        num_reused = 0
         for position, num_children in kept:
             beam = beams[position]
             seq_ids.append(beam)
             for _ in range(num_children):
-                forks.append((beam, next_seq_id))
-                seq_ids.append(next_seq_id)
-                next_seq_id += 1
+                # a child takes the id of a freed beam while there is one (the i-th fork
+                # the i-th freed id: ``KVAllocator.free_and_fork``), else a new one
+                if num_reused < len(freed):
+                    child = freed[num_reused]
+                    num_reused += 1
+                else:
+                    child = next_seq_id
+                    next_seq_id += 1
+                forks.append((beam, child))
+                seq_ids.append(child)
         self._next_seq_id = next_seq_id
         group.seq_ids = seq_ids
         # the beams not chosen are freed first: a contiguous allocator forks into their regions
-        self.allocator.free_and_fork([beams[i] for i in freed_positions], forks)
+        self.allocator.free_and_fork(freed, forks)
         self._num_frees += 1

@@ -447,6 +447,131 @@ def test_free_and_fork_is_the_frees_then_the_forks(req, seed):
         assert fused.drain_transfers() == plain.drain_transfers()
 
 
+def _shape(alloc, seq_ids):
+    """What ``_state`` holds, up to which free block each sequence was given: the block
+    tables with blocks renamed in order of first appearance, how many tables hold each
+    block, and no free list or lockstep membership."""
+    names: dict[int, int] = {}
+    tables = []
+    for s in seq_ids:
+        tables.append(tuple(names.setdefault(b, len(names)) for b in alloc.block_table(s)))
+    refs = sorted(alloc.gpu.ref_count(b) for b in range(alloc.num_total_blocks))
+    return (
+        tables,
+        [alloc.num_slots(s) for s in seq_ids],
+        refs,
+        alloc.num_free_blocks,
+        alloc.usage(False),
+        alloc.usage(True),
+        alloc.decode_totals(),
+        alloc.can_append_all(),
+        alloc._num_groups_by_size,
+    )
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_beam_steps_reusing_freed_ids_are_the_frees_then_the_forks(req, seed):
+    """Beam steps in which each child takes a freed beam's id (what the schedulers do):
+    the allocator keeps the group in the lockstep set with the shared last blocks'
+    copies pending (``PagedAllocator._refork``); free() and fork() one by one make the
+    sharers exact. Through bulk appends, single appends, a second beam step before an
+    append, swaps and frees of whole groups, both give the same usage, totals and
+    sharing, and the same copies; the fast path is taken."""
+    import random
+
+    rnd = random.Random(seed)
+    caching = seed % 4 == 3  # a prefix cache takes the general path
+    kw = {"is_prefix_caching": caching, "cpu_capacity_slots": 4 * 64}
+    fused = paged(64, block_size=4, **kw)
+    plain = paged(64, block_size=4, **kw)
+    beams: dict[int, list[int]] = {}
+    swapped: set[int] = set()
+    next_id = 0
+    next_group = 0
+    took_fast_path = 0
+
+    def admit():
+        nonlocal next_id, next_group
+        prompt = rnd.randint(1, 9)
+        width = rnd.choice((2, 3, 4))
+        for alloc in (fused, plain):
+            alloc.allocate(
+                req(next_group, prompt, seq_id=next_id, max_num_seqs=width, target_len=prompt + 60)
+            )
+        forks = [(next_id, next_id + 1 + i) for i in range(width - 1)]
+        for alloc in (fused, plain):
+            alloc.free_and_fork([], forks)
+        beams[next_group] = [next_id] + [c for _, c in forks]
+        next_id += width
+        next_group += 1
+
+    for _ in range(3):
+        admit()
+    for _step in range(40):
+        for group_id, seqs in list(beams.items()):
+            if group_id in swapped:
+                continue
+            parents = [rnd.randrange(len(seqs)) for _ in seqs]
+            counts = [parents.count(i) for i in range(len(seqs))]
+            freed = [s for s, c in zip(seqs, counts, strict=True) if not c]
+            reuse = iter(freed)
+            forks, kept = [], []
+            for s, c in zip(seqs, counts, strict=True):
+                if c:
+                    kept.append(s)
+                for _ in range(c - 1):
+                    child = next(reuse)
+                    forks.append((s, child))
+                    kept.append(child)
+            was_lockstep = all(fused.is_lockstep(s) for s in seqs)
+            fused.free_and_fork(freed, forks)
+            for s in freed:
+                plain.free(s)
+            for parent, child in forks:
+                plain.fork(parent, child)
+            if forks and was_lockstep and not caching:
+                took_fast_path += all(fused.is_lockstep(s) for s in kept)
+            beams[group_id] = kept
+        live = [s for g, seqs in beams.items() if g not in swapped for s in seqs]
+        assert _shape(fused, live) == _shape(plain, live)
+        fused.check_invariants()
+        move = rnd.random()
+        for alloc in (fused, plain):
+            if move < 0.1:  # a second beam step before any append: nothing to do here
+                pass
+            elif move < 0.2 and beams:
+                group_id = min(beams)
+                if group_id in swapped:
+                    if alloc.can_swap_in(group_id) is AllocStatus.OK:
+                        alloc.swap_in(group_id)
+                elif alloc.can_swap_out(group_id):
+                    alloc.swap_out(group_id)
+            elif move < 0.3 and beams:
+                group_id = max(beams)
+                for s in beams[group_id][::-1]:
+                    alloc.free(s)
+            elif move < 0.45:
+                for s in live:
+                    if alloc.can_append_slots(alloc._group_by_seq[s]):
+                        alloc.append_slot(s)
+            elif alloc.can_append_all():
+                alloc.append_slot_all()
+            alloc.check_invariants()
+        if 0.1 <= move < 0.2 and beams:
+            group_id = min(beams)
+            if plain.is_swapped(group_id):
+                swapped.add(group_id)
+            else:
+                swapped.discard(group_id)
+        elif 0.2 <= move < 0.3 and beams:
+            del beams[max(beams)]
+            admit()
+        live = [s for g, seqs in beams.items() if g not in swapped for s in seqs]
+        assert _shape(fused, live) == _shape(plain, live)
+        assert fused.drain_transfers() == plain.drain_transfers()
+    assert took_fast_path > 5 or caching
+
+
 def test_free_and_fork_outside_one_group_or_failing_is_the_calls_one_by_one(req):
     """Sequences of two groups, a child forked from a child, a swapped-out group,
     repeated, unknown or freed ids: the same outcome, or the same error after the same

@@ -12,7 +12,12 @@ import pytest
 
 from pagesim.errors import ConfigError
 from pagesim.simulator import simulate
-from pagesim.simulator.schedulers.ancestry import beam_parents, beam_plan, keep_line_prob
+from pagesim.simulator.schedulers.ancestry import (
+    UniformDraws,
+    beam_parents,
+    beam_plan,
+    keep_line_prob,
+)
 from pagesim.simulator.spec import run_spec_from_dict
 
 
@@ -120,6 +125,43 @@ def test_one_call_for_several_groups_draws_what_one_call_each_would(seed):
     assert batched.bit_generator.state == each.bit_generator.state
 
 
+def generator_used(sched, seed: int) -> dict:
+    """The state a generator seeded ``seed`` would have after the scheduler's draws: its
+    own when it draws directly (``beam_keep_prob`` > 0), else one that gave out the
+    32-bit values the uniform draws used (it reads its generator ahead)."""
+    if sched._beam_keep_prob:
+        return sched.rng.bit_generator.state
+    rng = np.random.default_rng(seed)
+    rng.integers(0, 2**32, size=sched._uniform.num_taken)
+    return rng.bit_generator.state
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_uniform_draws_are_the_values_of_the_calls(seed):
+    """``UniformDraws.integers(n, size)`` against ``rng.integers(0, n, size)`` calls on a
+    generator with the same seed: ranges that never reject (powers of two), ones that
+    reject rarely (3, 5, 7) or often (about 2 ** 31: half the draws), and one value;
+    sizes odd and even; after a draw that left half of a 64-bit value buffered; chunks
+    of one value and larger. The values match and ``num_taken`` is what the calls used."""
+    rnd = np.random.default_rng(100 + seed)
+    calls = np.random.default_rng(seed)
+    ahead = np.random.default_rng(seed)
+    for rng in (calls, ahead):
+        rng.integers(0, 10, size=seed % 3)  # 1 leaves half of a 64-bit value
+    draws = UniformDraws(ahead, chunk=int(rnd.choice([1, 7, 4096])))
+    ranges = [1, 2, 3, 4, 5, 7, 64, 1000, 2**31 + 11, 2**32 - 5]
+    for _ in range(400):
+        n = int(rnd.choice(ranges))
+        size = int(rnd.integers(0, 10))
+        assert draws.integers(n, size) == calls.integers(0, n, size=size).tolist()
+    used = np.random.default_rng(seed)
+    used.integers(0, 10, size=seed % 3)
+    used.integers(0, 2**32, size=draws.num_taken)
+    assert used.bit_generator.state == calls.bit_generator.state
+    with pytest.raises(ValueError, match="1 to 2\\*\\*32 - 1 values"):
+        draws.integers(2**32, 1)
+
+
 def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_would_make():
     """``Scheduler._draw_beam_parents``: the groups that take a beam step after this
     token (beam search, not finished, more than one beam) get the plan of the parents
@@ -165,7 +207,7 @@ def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_wou
     assert sorted(expected) == [0, 3, 4, 5, 7, 8, 9]  # 1: its last token; 2, 6: one beam
     assert sched._beam_plan_by_group == expected
     assert set(sched._beam_plans) == {(4, 4), (3, 3), (2, 6), (2, 3)}  # 6 ** 6 outcomes: not kept
-    assert sched.rng.bit_generator.state == rng.bit_generator.state
+    assert generator_used(sched, 5) == rng.bit_generator.state
 
 
 def test_a_beam_plan_frees_the_unchosen_and_forks_the_chosen_again():
@@ -202,5 +244,5 @@ def test_each_beam_step_consumes_the_generator_as_one_draw_each(keep_prob):
         sched.finish_step(sched.schedule(now), now)
         for _ in range(2):  # the prefill step forks the prompt's beam: 1 beam, 3 slots
             beam_parents(reference, 1 if step == 0 else 3, 3, keep_prob)
-        assert sched.rng.bit_generator.state == reference.bit_generator.state
+        assert generator_used(sched, 9) == reference.bit_generator.state
     sched.check_invariants()

@@ -189,13 +189,32 @@ def test_beam_step_rule_forks_chosen_parents_and_frees_the_others():
     assert expected_parents.tolist() == [0, 0, 0]
     rng_copy = np.random.Generator(np.random.PCG64())
     rng_copy.bit_generator.state = sched.rng.bit_generator.state
-    parents = rng_copy.integers(0, 3, size=3)
-    sched.finish_step(sched.schedule(0.1), 0.2)
-    kept = [before[i] for i in sorted(set(parents.tolist()))]
-    assert group.seq_ids[: len(kept)] != [] and set(kept) <= set(group.seq_ids)
-    assert len(group.seq_ids) == 3
-    for dropped in set(before) - set(kept):
-        assert dropped not in alloc.table
+    parents = rng_copy.integers(0, 3, size=3).tolist()
+    step = sched.schedule(0.1)  # each beam appends its token
+    tables_before = {seq_id: list(alloc.table[seq_id]) for seq_id in before}
+    sched.finish_step(step, 0.2)  # the beam step among 3 beams
+    chosen = sorted(set(parents))
+    dropped = [before[i] for i in range(3) if i not in chosen]
+    assert dropped  # seed 3 drops a beam
+    # each chosen beam continues, followed by its children, which take the dropped
+    # beams' ids in order (3 beams before and after)
+    expected: list[int] = []
+    parent_of: dict[int, int] = {}
+    reused = iter(dropped)
+    for i in chosen:
+        expected.append(before[i])
+        parent_of[before[i]] = before[i]
+        for _ in range(parents.count(i) - 1):
+            child = next(reused)
+            expected.append(child)
+            parent_of[child] = before[i]
+    assert group.seq_ids == expected
+    # every beam now holds its parent's blocks (shared); the dropped lines' own blocks are free
+    for seq_id, parent in parent_of.items():
+        assert alloc.table[seq_id] == tables_before[parent]
+    held = {b for seq_id in group.seq_ids for b in alloc.table[seq_id]}
+    released = {b for d in dropped for b in tables_before[d]} - held
+    assert released and all(alloc.ref[b] == 0 for b in released)
     sched.check_invariants()
     alloc.check_invariants()
 
