@@ -157,7 +157,8 @@ class BlockPool:
         of every source, and each table's blocks become its source's. A leading run of
         blocks the two share is skipped: its counts would drop and rise by one, and the
         source's holder keeps them held, so the same blocks are released in the same
-        order (a beam step's frees and forks, where beams share long prefixes)."""
+        order (a beam step's frees and forks, where beams share long prefixes). The tables
+        and their sources must share blocks only as a leading run (as forks do)."""
         if self._key_to_block:  # keyed releases go to the evictor: the general order
             for table in tables:
                 self.decref_all(reversed(table))
@@ -175,9 +176,11 @@ class BlockPool:
             n = len(table)
             if len(source) != n:
                 raise InvariantError(f"{self.name}: rebase of a table onto one of another length")
-            start = 0
-            while start < n and table[start] == source[start]:
-                start += 1
+            # tables share a prefix (a fork shares them whole; appends change only the
+            # tail): the shared run ends where, from the tail, they first agree
+            start = n
+            while start and table[start - 1] != source[start - 1]:
+                start -= 1
             starts.append(start)
             for j in range(n - 1, start - 1, -1):
                 block_id = table[j]

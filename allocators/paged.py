@@ -568,11 +568,11 @@ class PagedAllocator(KVAllocator):
         its last holder, writes in place. The lockstep totals already count each child's
         block as its own."""
         tables = self._table_by_seq
-        copy_if_shared = self.gpu.copy_if_shared
+        gpu = self.gpu
         for forks in self._pending_copy.values():
             for _, child in forks:
                 table = tables[child]
-                copy_id = copy_if_shared(table[-1])
+                copy_id = gpu.copy_if_shared(table[-1])
                 if copy_id is None:
                     raise InvariantError(f"paged: seq {child}'s pending copy has no block to copy")
                 table[-1] = copy_id
@@ -836,31 +836,30 @@ class PagedAllocator(KVAllocator):
         num = len(seq_ids)
         if num != len(forks) or not num or group_id in self._pending_copy:
             return False
-        group_by_seq = self._group_by_seq
-        off_by_seq = self._off_by_seq
-        target_by_seq = self._target_by_seq
-        off = off_by_seq.get(seq_ids[0])
-        if off is None:
+        tables = self._table_by_seq
+        first = self._off_by_seq.get(seq_ids[0])
+        if first is None:
             return False
-        target = target_by_seq[seq_ids[0]]
+        off: int = first
+        child_tables: list[list[int]] = []
+        parent_tables: list[list[int]] = []
         for i in range(num):
             parent, child = forks[i]
-            if (
-                child != seq_ids[i]
-                or group_by_seq.get(child) != group_id
-                or group_by_seq.get(parent) != group_id
-                or off_by_seq.get(child) != off
-                or off_by_seq.get(parent) != off
-                or target_by_seq[child] != target
-                or target_by_seq[parent] != target
-                or parent in seq_ids
+            if child != seq_ids[i]:
+                return False
+            for j in range(num):  # distinct children, none of them a parent
+                if seq_ids[j] == parent or (j < i and seq_ids[j] == child):
+                    return False
+            if not (
+                self._is_lockstep_at(child, group_id, off)
+                and self._is_lockstep_at(parent, group_id, off)
             ):
                 return False
-        if num > 1 and len(set(seq_ids)) != num:
-            return False
-        tables = self._table_by_seq
-        parent_tables = [tables[parent] for parent, _ in forks]
-        self.gpu.rebase([tables[child] for child in seq_ids], parent_tables)
+            child_tables.append(tables[child])
+            parent_tables.append(tables[parent])
+        # a group's sequences share their target (each fork inherits its parent's)
+        target = self._target_by_seq[seq_ids[0]]
+        self.gpu.rebase(child_tables, parent_tables)
         table = parent_tables[-1]
         bs = self._block_size
         held = off + self._clock
@@ -872,6 +871,14 @@ class PagedAllocator(KVAllocator):
             will_fill = min(bs, target - (len(table) - 1) * bs)
             self._pending_internal += num * (bs - will_fill)
         return True
+
+    def _is_lockstep_at(self, seq_id: int, group_id: int, off: int) -> bool:
+        """Whether ``seq_id`` is of group ``group_id`` and in the lockstep set at ``off``."""
+        found_group = self._group_by_seq.get(seq_id)
+        if found_group is None or found_group != group_id:
+            return False
+        found_off = self._off_by_seq.get(seq_id)
+        return found_off is not None and found_off == off
 
     def _release_cpu(self, cpu_table: list[int]) -> None:
         released = [b for b in cpu_table if self.cpu.ref_count(b) == 1]

@@ -3,7 +3,8 @@
 - each GPU (CPU) block's reference count = the number of GPU (CPU) tables holding it;
   free, evictable and held blocks partition each pool; nothing is free twice;
 - a table holds ``ceil(num_tokens / block_size)`` distinct blocks;
-- a group is wholly on the GPU or wholly swapped out; group membership matches;
+- a group is wholly on the GPU or wholly swapped out; group membership matches; a
+  group's sequences share one target (each fork inherits its parent's);
 - a partly filled block is held only by sequences that hold the same tokens in it
   (what makes ``usage`` exact without scanning blocks);
 - content keys carried by CPU blocks belong to held CPU blocks;
@@ -66,6 +67,8 @@ def check_paged_invariants(alloc: PagedAllocator) -> None:
             fill = n - (len(table) - 1) * bs
             if on_gpu and fill < bs and fill_by_partial.setdefault(table[-1], fill) != fill:
                 raise InvariantError(f"paged: partly filled block {table[-1]} shared unevenly")
+        if len({alloc._target_by_seq[seq_id] for seq_id in members}) != 1:
+            raise InvariantError(f"paged: the sequences of group {group_id} differ in target")
     if num_members != len(alloc._group_by_seq) or num_members != len(alloc._target_by_seq):
         raise InvariantError("paged: sequence bookkeeping out of date")
     if len(alloc._table_by_seq) + len(alloc._cpu_table_by_seq) != num_members:

@@ -34,15 +34,17 @@ limit. A rejected group always carries a reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from pagesim.allocators.base import AllocRequest
 
-WAITING = "waiting"
-RUNNING = "running"
-SWAPPED = "swapped"
-FINISHED = "finished"
-REJECTED = "rejected"
-UNFINISHED = "unfinished"
+# Final: compiled code reads them as constants, not from the module's dict
+WAITING: Final = "waiting"
+RUNNING: Final = "running"
+SWAPPED: Final = "swapped"
+FINISHED: Final = "finished"
+REJECTED: Final = "rejected"
+UNFINISHED: Final = "unfinished"
 
 
 class DecodeClock:

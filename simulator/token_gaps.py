@@ -8,8 +8,9 @@ token counter advances: the gap is the time since that request's previous token
 recompute all lengthen the gap, as a streaming client would see).
 
 Many requests advance in the same step with the same gap, so single gaps (:meth:`add`,
-one call per token of a request advanced on its own) are kept as a multiset: appended
-to typed arrays, and folded into a sorted ``(gap, count)`` tally whenever more are
+one call per token of a request advanced on its own) are kept as a multiset: a run of
+equal gaps added one after another as one gap and its count, appended to typed arrays,
+and folded into a sorted ``(gap, count)`` tally whenever more are
 pending than the tally has distinct gaps (at least ``MIN_FOLD``), so memory grows with
 the distinct gaps, not with the tokens, and no gap is a Python object (a dict of float
 keys, filled while requests end, pinned the freed requests' memory pages: ~100 MiB of
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import Final
 
 import numpy as np
 
 #: single gaps pending before they are folded into the tally (or the tally's size, if more)
-MIN_FOLD = 1 << 16
+MIN_FOLD: Final = 1 << 16
 
 
 class TokenGaps:
@@ -45,6 +47,10 @@ class TokenGaps:
         #: distinct gaps ascending, and how many of each: everything folded so far
         self._tally: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.int64))
         self._fold_at = MIN_FOLD
+        #: the single gaps added last, all equal (the groups decoding in one step mostly
+        #: share their last token's time): one gap and its count, not yet pending
+        self._open_gap = math.nan
+        self._open_count = 0
         self._clear_pending()
         self._clear_runs()
 
@@ -67,11 +73,19 @@ class TokenGaps:
         self._tick_counts = array("q")
 
     def add(self, gap_s: float, count: int = 1) -> None:
-        if count > 0:
-            self._pending_gaps.append(gap_s)
-            self._pending_counts.append(count)
+        if count <= 0:
+            return
+        if gap_s == self._open_gap:
+            self._open_count += count
+            return
+        if self._open_count:
+            self._pending_gaps.append(self._open_gap)
+            self._pending_counts.append(self._open_count)
+            self._open_count = 0
             if len(self._pending_gaps) >= self._fold_at:
                 self._fold(with_runs=False)
+        self._open_gap = gap_s
+        self._open_count = count
 
     def add_run(self, gap_s: float, count: int) -> None:
         """``count`` gaps of ``gap_s`` seconds, appended to typed arrays (one call a step)."""
@@ -102,6 +116,7 @@ class TokenGaps:
         return (
             int(self._tally[1].sum())
             + sum(self._pending_counts)
+            + self._open_count
             + sum(int(c.sum()) for _, c in self._chunks)
             + sum(self._run_counts)
             + sum(map(int.__mul__, self._tick_lens, self._tick_counts))
@@ -115,13 +130,24 @@ class TokenGaps:
 
     def compact(self) -> None:
         """Fold every gap added so far into the tally (the statistics do not change)."""
-        if self._pending_gaps or self._chunks or self._run_gaps or self._tick_ends:
+        if (
+            self._open_count
+            or self._pending_gaps
+            or self._chunks
+            or self._run_gaps
+            or self._tick_ends
+        ):
             self._fold(with_runs=True)
 
     def _fold(self, *, with_runs: bool) -> None:
         """Fold the pending single gaps and chunks (and the runs) into the tally; the next
         fold of single gaps waits for as many as the tally has distinct gaps (so a gap
         takes part in O(log n) folds)."""
+        if self._open_count:
+            self._pending_gaps.append(self._open_gap)
+            self._pending_counts.append(self._open_count)
+            self._open_count = 0
+            self._open_gap = math.nan
         values = [self._tally[0], np.frombuffer(self._pending_gaps, dtype=np.float64)]
         counts = [self._tally[1], np.frombuffer(self._pending_counts, dtype=np.int64)]
         values += [v for v, _ in self._chunks]

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -50,9 +51,9 @@ from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES, Profile, Term
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.specs import GPUSpec, ModelSpec
 
-ALLREDUCE_LATENCY_S = 10e-6
+ALLREDUCE_LATENCY_S: Final = 10e-6
 #: most (sequences, tokens) pairs whose step overhead is memoised (prefills make many)
-MAX_MEMO = 1 << 16
+MAX_MEMO: Final = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)

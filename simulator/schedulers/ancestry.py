@@ -36,6 +36,7 @@ fitted on beam width 4 alone and validated on widths 2 and 6.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
@@ -44,9 +45,9 @@ BeamPlan = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]
 
 
 #: 2 ** 32: the uniform draws' 32-bit values lie in [0, TWO_32)
-TWO_32 = 1 << 32
+TWO_32: Final = 1 << 32
 #: 32-bit values :class:`UniformDraws` takes from the generator in one call
-CHUNK = 4096
+CHUNK: Final = 4096
 
 
 class UniformDraws:
@@ -55,30 +56,39 @@ class UniformDraws:
 
     numpy draws a bounded integer in a range of ``n`` < 2 ** 32 values from one 32-bit
     value ``u`` of its bit generator at a time (Lemire's method: ``(u * n) >> 32``,
-    drawing again while the low 32 bits of ``u * n`` are below ``(2 ** 32 - n) % n``;
-    a range of one value takes none), and ``rng.integers(0, 2 ** 32, size)`` hands out
-    those 32-bit values themselves. So the values are exactly those of the calls; the
-    generator itself runs up to a chunk ahead of them (:attr:`num_taken` says how many
-    32-bit values the calls have used), so nothing else may draw from it meanwhile.
-    ``tests/simulator/test_beam_ancestry.py`` checks the values against numpy for
-    ranges that reject and ones that never do, and sizes odd and even."""
+    drawing again while the low 32 bits of ``u * n`` are below ``(2 ** 32 - n) % n``,
+    which is 0 when ``n`` is a power of two; a range of one value takes none), and
+    ``rng.integers(0, 2 ** 32, size)`` hands out those 32-bit values themselves. So the
+    values are exactly those of the calls; the generator itself runs up to a chunk ahead
+    of them (:attr:`num_taken` says how many 32-bit values the calls have used), so
+    nothing else may draw from it meanwhile. ``tests/simulator/test_beam_ancestry.py``
+    checks the values against numpy for ranges that reject and ones that never do, and
+    sizes odd and even."""
 
     def __init__(self, rng: np.random.Generator, chunk: int = CHUNK) -> None:
         self._rng = rng
         self._chunk = chunk
-        self._values: list[int] = []
+        #: the chunk of 32-bit values, and the next one to use
+        self._raw = np.zeros(0, dtype=np.int64)
         self._next = 0
+        #: the chunk as a list, each value shifted right by ``_shift`` (a power-of-two
+        #: range takes the top bits: small ints, which Python does not allocate)
+        self._values: list[int] = []
+        self._shift = 0
         #: 32-bit values the calls have used so far
         self.num_taken = 0
 
-    def _take(self) -> int:
-        if self._next == len(self._values):
-            self._values = self._rng.integers(0, TWO_32, size=self._chunk).tolist()
+    def _take_values(self, shift: int) -> list[int]:
+        """The chunk's values shifted right by ``shift``: a new chunk once this one is
+        used up (its first value next), the list again if ``shift`` changed."""
+        if self._next == len(self._raw):
+            self._raw = self._rng.integers(0, TWO_32, size=self._chunk)
             self._next = 0
-        value = self._values[self._next]
-        self._next += 1
-        self.num_taken += 1
-        return value
+        elif shift == self._shift:
+            return self._values
+        self._values = (self._raw >> shift).tolist()
+        self._shift = shift
+        return self._values
 
     def integers(self, n: int, size: int) -> list[int]:
         """What ``rng.integers(0, n, size=size).tolist()`` would give."""
@@ -87,15 +97,35 @@ class UniformDraws:
         if n == 1:
             return [0] * size
         out: list[int] = []
-        for _ in range(size):
-            m = self._take() * n
-            low = m & (TWO_32 - 1)
-            if low < n:
-                threshold = (TWO_32 - n) % n
-                while low < threshold:
-                    m = self._take() * n
-                    low = m & (TWO_32 - 1)
-            out.append(m >> 32)
+        # a power of two takes the top bits of u (and never rejects one)
+        shift = 33 - n.bit_length() if n & (n - 1) == 0 else 0
+        values = self._take_values(shift)
+        i = self._next
+        if shift:
+            for _ in range(size):
+                if i == len(values):
+                    self._next = i
+                    values = self._take_values(shift)
+                    i = 0
+                out.append(values[i])
+                i += 1
+            self._next = i
+            self.num_taken += size
+            return out
+        threshold = (TWO_32 - n) % n
+        taken = 0
+        while len(out) < size:
+            if i == len(values):
+                self._next = i
+                values = self._take_values(shift)
+                i = 0
+            m = values[i] * n
+            i += 1
+            taken += 1
+            if m % TWO_32 >= threshold:
+                out.append(m >> 32)
+        self._next = i
+        self.num_taken += taken
         return out
 
 

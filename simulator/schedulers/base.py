@@ -74,7 +74,7 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -104,7 +104,7 @@ from pagesim.simulator.token_gaps import TokenGaps
 
 #: beam steps with more possible parent draws than this (beams ** width; width 5 has
 #: 3,125) are planned each time instead of remembered, so memory stays bounded
-MAX_REMEMBERED_BEAM_PLANS = 4096
+MAX_REMEMBERED_BEAM_PLANS: Final = 4096
 
 
 def reservation_never_fits_reason(
@@ -704,12 +704,12 @@ class Scheduler(ABC):
                 continue
             if (num_beams, width) != batch_shape:
                 if batch:
-                    self._plan_beam_steps(batch, *batch_shape)
+                    self._plan_beam_steps(batch, batch_shape[0], batch_shape[1])
                 batch = []
                 batch_shape = (num_beams, width)
             batch.append(group)
         if batch:
-            self._plan_beam_steps(batch, *batch_shape)
+            self._plan_beam_steps(batch, batch_shape[0], batch_shape[1])
 
     def _plan_beam_steps(self, groups: list[SequenceGroup], num_beams: int, width: int) -> None:
         """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
@@ -749,11 +749,13 @@ class Scheduler(ABC):
         beams = group.seq_ids
         num_beams = len(beams)
         width = group.beam_width
-        plan = self._beam_plan_by_group.pop(group.group_id, None)
-        if plan is None:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
+        plan = self._beam_plan_by_group.get(group.group_id)
+        if plan is not None:
+            del self._beam_plan_by_group[group.group_id]
+        else:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
             if self._beam_keep_prob:  # draws its keeps even for one beam
                 parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
-            else:  # one beam: every slot continues it (a range of one value draws nothing)
+            else:  # uniform (one beam: every slot continues it, and nothing is drawn)
                 parents = self._uniform.integers(num_beams, width)
             plan = beam_plan(num_beams, parents)
         freed_positions, kept = plan
