@@ -113,7 +113,7 @@ pending copies the general form (``_settle``: the sharers become exact).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from pagesim.allocators.base import (
     NO_TRANSFERS,
@@ -837,18 +837,24 @@ class PagedAllocator(KVAllocator):
         if num != len(forks) or not num or group_id in self._pending_copy:
             return False
         tables = self._table_by_seq
-        first = self._off_by_seq.get(seq_ids[0])
+        # the ids as the objects the lists hold (compiled, an int would be boxed anew for
+        # each dict look-up)
+        ids: list[Any] = seq_ids
+        pairs: list[tuple[Any, Any]] = forks
+        parent: Any
+        child: Any
+        first = self._off_by_seq.get(ids[0])
         if first is None:
             return False
         off: int = first
         child_tables: list[list[int]] = []
         parent_tables: list[list[int]] = []
         for i in range(num):
-            parent, child = forks[i]
-            if child != seq_ids[i]:
+            parent, child = pairs[i]
+            if child != ids[i]:
                 return False
             for j in range(num):  # distinct children, none of them a parent
-                if seq_ids[j] == parent or (j < i and seq_ids[j] == child):
+                if ids[j] == parent or (j < i and ids[j] == child):
                     return False
             if not (
                 self._is_lockstep_at(child, group_id, off)
@@ -858,7 +864,7 @@ class PagedAllocator(KVAllocator):
             child_tables.append(tables[child])
             parent_tables.append(tables[parent])
         # a group's sequences share their target (each fork inherits its parent's)
-        target = self._target_by_seq[seq_ids[0]]
+        target = self._target_by_seq[ids[0]]
         self.gpu.rebase(child_tables, parent_tables)
         table = parent_tables[-1]
         bs = self._block_size
@@ -872,7 +878,7 @@ class PagedAllocator(KVAllocator):
             self._pending_internal += num * (bs - will_fill)
         return True
 
-    def _is_lockstep_at(self, seq_id: int, group_id: int, off: int) -> bool:
+    def _is_lockstep_at(self, seq_id: Any, group_id: int, off: int) -> bool:
         """Whether ``seq_id`` is of group ``group_id`` and in the lockstep set at ``off``."""
         found_group = self._group_by_seq.get(seq_id)
         if found_group is None or found_group != group_id:

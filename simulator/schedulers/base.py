@@ -74,7 +74,7 @@ from collections import deque
 from collections.abc import Callable
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -745,8 +745,10 @@ class Scheduler(ABC):
 
     def _beam_step(self, group: SequenceGroup) -> None:
         """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
-        times continues and forks c - 1 children (``KVAllocator.free_and_fork``)."""
-        beams = group.seq_ids
+        times continues and forks c - 1 children (``KVAllocator.free_and_fork``). The ids
+        are handled as the objects the lists hold (``Any``: compiled, an ``int`` would be
+        unboxed and each store would make a new object)."""
+        beams: list[Any] = group.seq_ids
         num_beams = len(beams)
         width = group.beam_width
         plan = self._beam_plan_by_group.get(group.group_id)
@@ -761,9 +763,11 @@ class Scheduler(ABC):
         freed_positions, kept = plan
         if not freed_positions and num_beams == width:
             return  # every beam continues its own line: nothing is freed or forked
-        freed = [beams[i] for i in freed_positions]
-        seq_ids: list[int] = []
-        forks: list[tuple[int, int]] = []
+        freed: list[Any] = [beams[i] for i in freed_positions]
+        seq_ids: list[Any] = []
+        forks: list[tuple[Any, Any]] = []
+        beam: Any
+        child: Any
         next_seq_id = self._next_seq_id
         num_reused = 0
         for position, num_children in kept:
