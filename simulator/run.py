@@ -147,10 +147,12 @@ def run_engine(
     log = RequestLog()
     bar = _progress_bar(trace.num_requests) if progress else None
 
-    def on_done(group: SequenceGroup) -> None:
+    def on_done_with_bar(group: SequenceGroup) -> None:
         log.add(group)
         if bar is not None:
             bar.update(1)
+
+    on_done = log.add if bar is None else on_done_with_bar
 
     env = simpy.Environment()
     engine = Engine(

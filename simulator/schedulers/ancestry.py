@@ -102,6 +102,10 @@ class UniformDraws:
         values = self._take_values(shift)
         i = self._next
         if shift:
+            if i + size <= len(values):  # within the chunk: a slice of it
+                self._next = i + size
+                self.num_taken += size
+                return values[i : i + size]
             for _ in range(size):
                 if i == len(values):
                     self._next = i

@@ -191,8 +191,9 @@ class Scheduler(ABC):
         #: the uniform parents' draws (``beam_keep_prob`` = 0): ``rng.integers`` calls'
         #: values, the generator read ahead (``ancestry.UniformDraws``)
         self._uniform = UniformDraws(rng)
-        #: the beam steps of the current ``_advance``, planned ahead, by group id
-        self._beam_plan_by_group: dict[int, BeamPlan] = {}
+        #: the beam steps of the current ``_advance``, planned ahead, by group (by
+        #: identity: no id is boxed for the look-up)
+        self._beam_plan_by_group: dict[SequenceGroup, BeamPlan] = {}
         #: beam plans by (beams, width), then by parents drawn, the parents of slots
         #: 0, 1, ... as the digits of a number in base ``beams`` (``_beam_plans_of``)
         self._beam_plans: dict[tuple[int, int], dict[int, BeamPlan]] = {}
@@ -719,7 +720,7 @@ class Scheduler(ABC):
         if num_beams**width > MAX_REMEMBERED_BEAM_PLANS:
             for i, group in enumerate(groups):
                 parents = values[i * width : (i + 1) * width]
-                plan_by_group[group.group_id] = beam_plan(num_beams, parents)
+                plan_by_group[group] = beam_plan(num_beams, parents)
             return
         plans = self._beam_plans_of(num_beams, width)
         start = 0
@@ -731,7 +732,7 @@ class Scheduler(ABC):
             plan = plans.get(key)
             if plan is None:
                 plan = plans[key] = beam_plan(num_beams, values[start:end])
-            plan_by_group[group.group_id] = plan
+            plan_by_group[group] = plan
             start = end
 
     def _beam_plans_of(self, num_beams: int, width: int) -> dict[int, BeamPlan]:
@@ -751,9 +752,9 @@ class Scheduler(ABC):
         beams: list[Any] = group.seq_ids
         num_beams = len(beams)
         width = group.beam_width
-        plan = self._beam_plan_by_group.get(group.group_id)
+        plan = self._beam_plan_by_group.get(group)
         if plan is not None:
-            del self._beam_plan_by_group[group.group_id]
+            del self._beam_plan_by_group[group]
         else:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
             if self._beam_keep_prob:  # draws its keeps even for one beam
                 parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()

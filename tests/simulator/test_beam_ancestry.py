@@ -205,7 +205,7 @@ def test_the_scheduler_plans_each_beam_step_ahead_from_the_draw_its_own_call_wou
         if g.beam_width > 1 and len(g.seq_ids) > 1 and g.num_generated + 1 < g.output_len
     }
     assert sorted(expected) == [0, 3, 4, 5, 7, 8, 9]  # 1: its last token; 2, 6: one beam
-    assert sched._beam_plan_by_group == expected
+    assert {g.group_id: plan for g, plan in sched._beam_plan_by_group.items()} == expected
     assert set(sched._beam_plans) == {(4, 4), (3, 3), (2, 6), (2, 3)}  # 6 ** 6 outcomes: not kept
     assert generator_used(sched, 5) == rng.bit_generator.state
 
