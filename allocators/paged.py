@@ -826,9 +826,9 @@ class PagedAllocator(KVAllocator):
 
     def _refork(self, group_id: int, seq_ids: list[int], forks: list[tuple[int, int]]) -> bool:
         """``free_and_fork`` of a beam step whose i-th fork gives the i-th freed sequence
-        the parent's line (``forks[i] == (parent, seq_ids[i])``), every sequence of the
-        group in the lockstep set, no copy of it pending and the pool sharing blocks only
-        inside groups (module docstring, "Beam steps"). False, with nothing changed,
+        the parent's line (``forks[i] == (parent, seq_ids[i])``), every sequence it names
+        of this group and in the lockstep set at one offset, no copy of the group pending
+        and the pool sharing blocks only inside groups (module docstring, "Beam steps"). False, with nothing changed,
         when the call is not of that form. The same blocks are released and shared; the
         sequences keep their places in the lockstep totals (a child holds as many slots
         as its parent, in as many blocks, with the same target), and a partly filled
@@ -871,7 +871,7 @@ class PagedAllocator(KVAllocator):
         held = off + self._clock
         fill = held % bs
         if fill:  # the children share their parents' partly filled last blocks
-            self._pending_copy[group_id] = forks
+            self._pending_copy[group_id] = list(forks)
             self._num_pending += num
             self._pending_holes += num * (bs - fill)
             will_fill = min(bs, target - (len(table) - 1) * bs)
