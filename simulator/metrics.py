@@ -117,7 +117,7 @@ class StepRecorder:
         queue_sums[1] += step.num_running
         queue_sums[2] += step.num_swapped
         acc.prefix_hit_tokens += step.prefix_hit_tokens
-        self._add_memory(acc, duration_s, _slots(step.usage))
+        self._add_memory(acc, duration_s, step.usage_slots)
         if self.every_step:
             self._close()
 
