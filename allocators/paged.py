@@ -587,16 +587,22 @@ class PagedAllocator(KVAllocator):
         forks = self._pending_copy.pop(group_id, None)
         if forks is None:
             return
-        bs = self._block_size
         for parent, child in forks:
-            table = self._table_by_seq[child]
-            held = self._off_by_seq[child] + self._clock
-            self._pending_holes -= bs - held % bs
-            target = self._target_by_seq[child]
-            self._pending_internal -= bs - min(bs, target - (len(table) - 1) * bs)
+            holes, internal = self._shared_last_block(child)
+            self._pending_holes -= holes
+            self._pending_internal -= internal
             self._num_pending -= 1
             self._make_exact(parent)
             self._make_exact(child)
+
+    def _shared_last_block(self, seq_id: int) -> tuple[int, int]:
+        """What the lockstep totals count for a lockstep sequence's partly filled last
+        block: its empty slots, and the internal fragmentation among them (counted twice
+        while a pending copy shares the block)."""
+        bs = self._block_size
+        held = self._off_by_seq[seq_id] + self._clock
+        will_fill = min(bs, self._target_by_seq[seq_id] - (held - 1) // bs * bs)
+        return bs - held % bs, bs - will_fill
 
     def append_all_measured(
         self, is_blocked: bool
@@ -863,19 +869,16 @@ class PagedAllocator(KVAllocator):
                 return False
             child_tables.append(tables[child])
             parent_tables.append(tables[parent])
-        # a group's sequences share their target (each fork inherits its parent's)
-        target = self._target_by_seq[ids[0]]
         self.gpu.rebase(child_tables, parent_tables)
-        table = parent_tables[-1]
-        bs = self._block_size
-        held = off + self._clock
-        fill = held % bs
-        if fill:  # the children share their parents' partly filled last blocks
+        if (off + self._clock) % self._block_size:
+            # the children share their parents' partly filled last blocks; a group's
+            # sequences share their target (each fork inherits its parent's), so each
+            # child's block counts the same
             self._pending_copy[group_id] = list(forks)
             self._num_pending += num
-            self._pending_holes += num * (bs - fill)
-            will_fill = min(bs, target - (len(table) - 1) * bs)
-            self._pending_internal += num * (bs - will_fill)
+            holes, internal = self._shared_last_block(ids[0])
+            self._pending_holes += num * holes
+            self._pending_internal += num * internal
         return True
 
     def _is_lockstep_at(self, seq_id: Any, group_id: int, off: int) -> bool:

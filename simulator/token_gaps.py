@@ -79,13 +79,18 @@ class TokenGaps:
             self._open_count += count
             return
         if self._open_count:
-            self._pending_gaps.append(self._open_gap)
-            self._pending_counts.append(self._open_count)
-            self._open_count = 0
+            self._close_open()
             if len(self._pending_gaps) >= self._fold_at:
                 self._fold(with_runs=False)
         self._open_gap = gap_s
         self._open_count = count
+
+    def _close_open(self) -> None:
+        """The open run of equal single gaps becomes one pending (gap, count)."""
+        self._pending_gaps.append(self._open_gap)
+        self._pending_counts.append(self._open_count)
+        self._open_count = 0
+        self._open_gap = math.nan
 
     def add_run(self, gap_s: float, count: int) -> None:
         """``count`` gaps of ``gap_s`` seconds, appended to typed arrays (one call a step)."""
@@ -144,10 +149,7 @@ class TokenGaps:
         fold of single gaps waits for as many as the tally has distinct gaps (so a gap
         takes part in O(log n) folds)."""
         if self._open_count:
-            self._pending_gaps.append(self._open_gap)
-            self._pending_counts.append(self._open_count)
-            self._open_count = 0
-            self._open_gap = math.nan
+            self._close_open()
         values = [self._tally[0], np.frombuffer(self._pending_gaps, dtype=np.float64)]
         counts = [self._tally[1], np.frombuffer(self._pending_counts, dtype=np.int64)]
         values += [v for v, _ in self._chunks]

@@ -101,21 +101,12 @@ class UniformDraws:
         shift = 33 - n.bit_length() if n & (n - 1) == 0 else 0
         values = self._take_values(shift)
         i = self._next
-        if shift:
-            if i + size <= len(values):  # within the chunk: a slice of it
-                self._next = i + size
-                self.num_taken += size
-                return values[i : i + size]
-            for _ in range(size):
-                if i == len(values):
-                    self._next = i
-                    values = self._take_values(shift)
-                    i = 0
-                out.append(values[i])
-                i += 1
-            self._next = i
-            self.num_taken += size
-            return out
+        if shift:  # the values themselves: a slice of the chunk, the rest from the next
+            end = min(i + size, len(values))
+            self._next = end
+            self.num_taken += end - i
+            out = values[i:end]
+            return out if end - i == size else out + self.integers(n, size - (end - i))
         threshold = (TWO_32 - n) % n
         taken = 0
         while len(out) < size:
