@@ -43,20 +43,12 @@ What allocators may know
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
+from pagesim.allocators.status import AllocStatus
 from pagesim.errors import AllocatorError, InvariantError
-
-
-class AllocStatus(enum.Enum):
-    """Answer of an admission check (vLLM v0's ``AllocStatus``)."""
-
-    OK = "ok"  # can be admitted now
-    LATER = "later"  # not now; may fit once memory is freed
-    NEVER = "never"  # can never fit in this pool, whatever is freed
 
 
 class AllocRequest(NamedTuple):
@@ -85,6 +77,11 @@ class Allocation(NamedTuple):
     """Result of a successful ``allocate``: how much of the prompt came from the prefix cache."""
 
     num_cached_tokens: int = 0
+
+
+#: an allocation with nothing served from the prefix cache (what most ``allocate`` calls
+#: return: one named tuple, not one per admission)
+NOTHING_CACHED = Allocation()
 
 
 @dataclass(frozen=True)

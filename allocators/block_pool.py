@@ -269,7 +269,7 @@ class BlockPool:
         ref_counts = self._ref_counts
         for block_id in block_ids:
             ref_counts[block_id] = 0
-        self._free_ids.extend(reversed(block_ids))
+        self._free_ids += block_ids[::-1]
         self.num_free_blocks += len(block_ids)
 
     def check_invariants(self, expected_ref_counts: list[int]) -> None:

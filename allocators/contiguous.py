@@ -55,15 +55,16 @@ from dataclasses import dataclass
 from pagesim.allocators.artifact_buddy import ArtifactBuddyHeap
 from pagesim.allocators.base import (
     NO_TRANSFERS,
+    NOTHING_CACHED,
     Allocation,
     AllocRequest,
-    AllocStatus,
     DecodeTotals,
     KVAllocator,
     Transfers,
 )
 from pagesim.allocators.buddy import BuddyHeap, ceil_log2
 from pagesim.allocators.first_fit import FirstFitHeap
+from pagesim.allocators.status import AllocStatus
 from pagesim.allocators.validation import FreedIds, check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
@@ -263,7 +264,7 @@ class ContiguousAllocator(KVAllocator):
         self._target_by_group[req.group_id] = target
         self._spares_by_group[req.group_id] = regions[:0:-1]  # pop() hands them out in order
         self._attach(req.group_id, req.seq_id, regions[0], req.num_tokens)
-        return Allocation(num_cached_tokens=0)
+        return NOTHING_CACHED
 
     def _count_region(self, region: Region, target: int, sign: int) -> None:
         """Add (remove) a held region's fixed split to (from) the running totals."""

@@ -117,9 +117,9 @@ from typing import Any, cast
 
 from pagesim.allocators.base import (
     NO_TRANSFERS,
+    NOTHING_CACHED,
     Allocation,
     AllocRequest,
-    AllocStatus,
     DecodeTotals,
     KVAllocator,
     PrefixCacheCounters,
@@ -128,6 +128,7 @@ from pagesim.allocators.base import (
 from pagesim.allocators.block_pool import BlockPool
 from pagesim.allocators.paged_checks import check_paged_invariants
 from pagesim.allocators.prefix_cache import prompt_block_keys
+from pagesim.allocators.status import AllocStatus
 from pagesim.allocators.validation import FreedIds, check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
@@ -456,7 +457,7 @@ class PagedAllocator(KVAllocator):
         self._target_by_seq[req.seq_id] = max(req.target_len, req.num_tokens)
         self._attach(req.group_id, req.seq_id, table)
         self._join(req.seq_id, req.num_tokens)
-        return Allocation(num_cached_tokens)
+        return Allocation(num_cached_tokens) if num_cached_tokens else NOTHING_CACHED
 
     def _attach(self, group_id: int, seq_id: int, table: list[int]) -> None:
         self._table_by_seq[seq_id] = table
@@ -519,10 +520,13 @@ class PagedAllocator(KVAllocator):
         bs = self._block_size
         off_by_seq = self._off_by_seq
         members_by_group = self._seq_ids_by_group
+        swapped = self._swapped_group_ids
         costs = []
-        for group_id in group_ids:
+        # the ids as the list holds them (compiled, an int is boxed anew for each look-up)
+        ids: list[Any] = group_ids
+        for group_id in ids:
             members = members_by_group.get(group_id)
-            if not members or group_id in self._swapped_group_ids:
+            if not members or (swapped and group_id in swapped):
                 return None
             take = 0
             for seq_id in members:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 #: compiled by mypyc when pagesim is installed (setup.py)
 COMPILED = (
+    "pagesim.allocators.status",
     "pagesim.allocators.validation",
     "pagesim.allocators.block_pool",
     "pagesim.allocators.paged",
@@ -41,6 +42,7 @@ COMPILED = (
     "pagesim.allocators.contiguous",
     "pagesim.simulator.request",
     "pagesim.simulator.token_gaps",
+    "pagesim.simulator.request_log",
     "pagesim.simulator.metrics",
     "pagesim.simulator.costmodel.model",
     "pagesim.simulator.schedulers.ancestry",

@@ -235,12 +235,11 @@ class StepRecorder:
         """Slot-seconds of each category (``slots`` as ``KVAllocator.usage_slots``), into
         the open window (the run totals take each window's sums when it closes)."""
         token, reserved, internal, external, unused, saved = slots
-        window = acc.mem_slot_s
-        window[0] += token * duration_s
-        window[1] += reserved * duration_s
-        window[2] += internal * duration_s
-        window[3] += external * duration_s
-        window[4] += unused * duration_s
+        acc.token_slot_s += token * duration_s
+        acc.reserved_slot_s += reserved * duration_s
+        acc.internal_slot_s += internal * duration_s
+        acc.external_slot_s += external * duration_s
+        acc.unused_slot_s += unused * duration_s
         acc.shared_saved_slot_s += saved * duration_s
         acc.duration_s += duration_s
         acc.free_block_s += (external + unused) // self.block_size * duration_s
@@ -271,7 +270,8 @@ class StepRecorder:
         if acc.num_steps == 0 and acc.duration_s == 0:
             return
         total = self.mem_slot_s
-        for i, slot_s in enumerate(acc.mem_slot_s):
+        mem_slot_s = acc.mem_slot_s
+        for i, slot_s in enumerate(mem_slot_s):
             total[i] += slot_s
         self.shared_saved_slot_s += acc.shared_saved_slot_s
         self.total_s += acc.duration_s
@@ -283,7 +283,7 @@ class StepRecorder:
                 acc.batch_sum,
                 acc.prefill_tokens,
                 acc.decode_tokens,
-                acc.mem_slot_s,
+                mem_slot_s,
                 acc.free_block_s,
                 acc.copied,
                 acc.swapped,
@@ -346,7 +346,11 @@ class _Window:
         "batch_sum",
         "prefill_tokens",
         "decode_tokens",
-        "mem_slot_s",
+        "token_slot_s",
+        "reserved_slot_s",
+        "internal_slot_s",
+        "external_slot_s",
+        "unused_slot_s",
         "shared_saved_slot_s",
         "free_block_s",
         "copied",
@@ -362,10 +366,27 @@ class _Window:
         self.batch_sum = 0
         self.prefill_tokens = 0
         self.decode_tokens = 0
-        self.mem_slot_s = [0.0] * 5
+        # slot-seconds per memory category, each its own float (compiled, a float
+        # attribute is added to in place; a list item is a new float object each time)
+        self.token_slot_s = 0.0
+        self.reserved_slot_s = 0.0
+        self.internal_slot_s = 0.0
+        self.external_slot_s = 0.0
+        self.unused_slot_s = 0.0
         self.shared_saved_slot_s = 0.0
         self.free_block_s = 0.0
         self.copied = 0
         self.swapped = 0
         self.queue_sums = [0, 0, 0]
         self.prefix_hit_tokens = 0
+
+    @property
+    def mem_slot_s(self) -> list[float]:
+        """The five memory categories' slot-seconds (MEM_FRAC_COLUMNS' order)."""
+        return [
+            self.token_slot_s,
+            self.reserved_slot_s,
+            self.internal_slot_s,
+            self.external_slot_s,
+            self.unused_slot_s,
+        ]

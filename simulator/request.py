@@ -138,15 +138,19 @@ class SequenceGroup:
         return self.num_generated >= self.output_len
 
     def alloc_request(self, seq_id: int) -> AllocRequest:
-        """The group's admission: its prefill tokens, its final length (fields in order:
-        one is built per admission check)."""
+        """The group's admission: its prefill tokens, its final length (every field, in
+        order, built as the named tuple's own constructor builds it: ``tuple.__new__``,
+        without its Python-level ``__new__``; one is built per admission)."""
         prompt_len = self.prompt_len
-        return AllocRequest(
-            self.group_id,
-            seq_id,
-            prompt_len,
-            prompt_len + self.num_generated,
-            self.segments,
-            self.max_num_seqs,
-            prompt_len + self.output_len,
+        return tuple.__new__(
+            AllocRequest,
+            (
+                self.group_id,
+                seq_id,
+                prompt_len,
+                prompt_len + self.num_generated,
+                self.segments,
+                self.max_num_seqs,
+                prompt_len + self.output_len,
+            ),
         )

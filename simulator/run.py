@@ -35,11 +35,12 @@ from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.provenance import request_notes, step_cost_notes
 from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
+from pagesim.simulator.request_log import RequestLog
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
-from pagesim.simulator.summary import RequestLog, run_result
+from pagesim.simulator.summary import run_result
 from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 

@@ -81,11 +81,11 @@ from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.base import (
     AllocRequest,
-    AllocStatus,
     DecodeTotals,
     KVAllocator,
     MemoryUsage,
 )
+from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.plan import BatchPlan, Prefill
 from pagesim.simulator.request import (
@@ -221,6 +221,15 @@ class Scheduler(ABC):
         self.max_model_len = max_model_len
         self.rng = rng
         self._beam_keep_prob = spec.beam_keep_prob
+        #: the spec's caps and preemption mode, read once (a pydantic model's field is
+        #: read through its class's ``__getattr__`` hook, at every admission check)
+        self.max_num_seqs = spec.max_num_seqs
+        self.max_num_batched_tokens = spec.max_num_batched_tokens
+        self.preemption_mode = spec.preemption_mode
+        #: the allocator's constants, read once (each step's record carries them)
+        self._capacity_slots = allocator.capacity_slots
+        self._block_size = allocator.block_size
+        self._is_paged = allocator.is_paged
         #: the uniform parents' draws (``beam_keep_prob`` = 0): ``rng.integers`` calls'
         #: values, the generator read ahead (``ancestry.UniformDraws``)
         self._uniform = UniformDraws(rng)
@@ -560,14 +569,14 @@ class Scheduler(ABC):
 
     def _too_many_seqs(self, group: SequenceGroup) -> bool:
         """``group`` forks into more sequences than ``max_num_seqs`` (it can never run)."""
-        return group.max_num_seqs > self.spec.max_num_seqs
+        return group.max_num_seqs > self.max_num_seqs
 
     def _reject_if_too_many_seqs(self, group: SequenceGroup) -> bool:
         """Reject the head of ``waiting`` when it forks into more sequences than the cap."""
         if not self._too_many_seqs(group):
             return False
         self.waiting.popleft()
-        self._reject(group, too_many_seqs_reason(group.max_num_seqs, self.spec.max_num_seqs))
+        self._reject(group, too_many_seqs_reason(group.max_num_seqs, self.max_num_seqs))
         return True
 
     def _admit_head(self) -> AllocStatus:
@@ -679,18 +688,23 @@ class Scheduler(ABC):
         else:
             prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
-        plan = BatchPlan(  # type: ignore[call-arg]  # 4 + 3 fields unpacked
-            *prefill,
-            *decode,
-            transfers.num_copied_blocks,
-            transfers.num_swapped_in_blocks,
-            transfers.num_swapped_out_blocks,
-            alloc.block_size,
-            alloc.is_paged,
+        # every field in order, as the named tuple's constructor builds it (tuple.__new__,
+        # without its Python-level __new__: one plan per step)
+        plan = tuple.__new__(
+            BatchPlan,
+            (
+                *prefill,
+                *decode,
+                transfers.num_copied_blocks,
+                transfers.num_swapped_in_blocks,
+                transfers.num_swapped_out_blocks,
+                self._block_size,
+                self._is_paged,
+            ),
         )
         return Step(
             plan,
-            alloc.capacity_slots,
+            self._capacity_slots,
             alloc.usage_slots(is_blocked),
             prefill[0] + decode_groups,
             decode_groups,

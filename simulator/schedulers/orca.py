@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from pagesim.allocators.base import AllocStatus
+from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.schedulers.base import Scheduler, Step
 
@@ -61,6 +61,10 @@ class OrcaScheduler(Scheduler):
     )
     rides_clock = True
 
+    def _init_state(self) -> None:
+        super()._init_state()
+        self._is_artifact_admission = self.spec.admission == "artifact"
+
     def schedule(self, now_s: float) -> Step:
         alloc = self.allocator
         num_decode_groups = len(self.running)
@@ -69,7 +73,7 @@ class OrcaScheduler(Scheduler):
                 self._raise_outgrown()
             alloc.append_slot_all()
         totals = alloc.decode_totals()
-        is_blocked = self._admit_artifact() if self.spec.admission == "artifact" else self._admit()
+        is_blocked = self._admit_artifact() if self._is_artifact_admission else self._admit()
         return self._step(
             decode_groups=num_decode_groups,
             decode=totals,
@@ -94,7 +98,7 @@ class OrcaScheduler(Scheduler):
             group = self.waiting[0]
             if self._reject_if_too_many_seqs(group):
                 continue
-            if num_curr_seqs + group.max_num_seqs > self.spec.max_num_seqs:
+            if num_curr_seqs + group.max_num_seqs > self.max_num_seqs:
                 return False
             status = self._admit_head()
             if status is AllocStatus.LATER:
@@ -105,16 +109,16 @@ class OrcaScheduler(Scheduler):
 
     def _admit_artifact(self) -> bool:
         """The artifact's admission (module docstring); True if the head waits for memory."""
-        spec = self.spec
+        budget = self.max_num_batched_tokens
         num_batched_tokens = self._num_running_seqs
         while self.waiting:
             group = self.waiting[0]
             if self._reject_if_too_many_seqs(group):
                 continue
             num_tokens = group.num_prefill_tokens
-            if num_tokens > spec.max_num_batched_tokens:
+            if num_tokens > budget:
                 self.waiting.popleft()
-                self._reject(group, budget_reason(num_tokens, spec.max_num_batched_tokens))
+                self._reject(group, budget_reason(num_tokens, budget))
                 continue
             status = self._admission_status(group)
             if status is AllocStatus.LATER:
@@ -122,9 +126,9 @@ class OrcaScheduler(Scheduler):
             if status is AllocStatus.NEVER:
                 self._admit_head()  # rejects it with the reason
                 continue
-            if num_batched_tokens + num_tokens > spec.max_num_batched_tokens:
+            if num_batched_tokens + num_tokens > budget:
                 return False
-            if len(self.running) + group.max_num_seqs > spec.max_num_seqs:
+            if len(self.running) + group.max_num_seqs > self.max_num_seqs:
                 return False
             self.waiting.popleft()
             self._allocate(group)

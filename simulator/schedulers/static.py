@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from pagesim.allocators.base import AllocStatus
+from pagesim.allocators.status import AllocStatus
 from pagesim.simulator.schedulers.base import Scheduler, Step
 
 

@@ -54,7 +54,7 @@ from typing import ClassVar
 
 from mypy_extensions import mypyc_attr
 
-from pagesim.allocators.base import AllocStatus
+from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler, Step, by_arrival
@@ -184,8 +184,8 @@ class VllmScheduler(Scheduler):
             and checked[2] == self._num_frees
         ):
             checked = None
-        spec = self.spec
-        prompt_limit = min(self.max_model_len, spec.max_num_batched_tokens)
+        budget = self.max_num_batched_tokens
+        prompt_limit = min(self.max_model_len, budget)
         admitted: list[SequenceGroup] = []
         while self.waiting:
             group = self.waiting[0]
@@ -212,7 +212,7 @@ class VllmScheduler(Scheduler):
                     never_fits_reason(group.num_prefill_tokens, self.allocator.capacity_slots),
                 )
                 continue
-            if num_batched_tokens + num_new > spec.max_num_batched_tokens:
+            if num_batched_tokens + num_new > budget:
                 break
             if not self._cap_allows(group):
                 break
@@ -234,7 +234,7 @@ class VllmScheduler(Scheduler):
         req = self._admission_request(group)
         num_tokens = req.num_tokens
         num_new = num_tokens - self.allocator.num_pinned_tokens(req)
-        if num_tokens > self.max_model_len or num_new > self.spec.max_num_batched_tokens:
+        if num_tokens > self.max_model_len or num_new > self.max_num_batched_tokens:
             return PROMPT_TOO_LONG, num_new
         if self._too_many_seqs(group):
             return TOO_MANY_SEQS, num_new
@@ -318,7 +318,7 @@ class VllmScheduler(Scheduler):
         group.num_preemptions += 1
         self.num_preemptions += 1
         self._stop_running(group)
-        mode = self.spec.preemption_mode
+        mode = self.preemption_mode
         if mode == "swap" or group.is_multi_seq:
             self._preempt_by_swap(group)
         else:
@@ -366,7 +366,7 @@ class VllmScheduler(Scheduler):
     def _cap_allows(self, group: SequenceGroup) -> bool:
         """``max_num_seqs`` lets ``group`` join the running ones: vLLM v0 counts running
         sequences (``_start_running`` adds the group's)."""
-        return self._num_running_seqs + group.max_num_seqs <= self.spec.max_num_seqs
+        return self._num_running_seqs + group.max_num_seqs <= self.max_num_seqs
 
     def check_invariants(self) -> None:
         super().check_invariants()

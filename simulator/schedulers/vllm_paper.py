@@ -145,7 +145,7 @@ class VllmPaperScheduler(VllmScheduler):
 
     def _cap_allows(self, group: SequenceGroup) -> bool:
         """The artifact's ``--max-num-sequences``: running groups + the group's sequences."""
-        return len(self.running) + group.max_num_seqs <= self.spec.max_num_seqs
+        return len(self.running) + group.max_num_seqs <= self.max_num_seqs
 
     # ---- 3-4. admission in the same step -------------------------------------------------
 

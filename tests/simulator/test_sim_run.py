@@ -450,7 +450,7 @@ def _ended_groups(trace):
 
 
 def test_request_table_rows_follow_the_formulas_in_request_id_order():
-    from pagesim.simulator.summary import RequestLog
+    from pagesim.simulator.request_log import RequestLog
 
     trace = make_trace([(0.5, 16, 5), (0.5, 8, 1), (1.0, 8, 4), (2.0, 4, 4)])
     log = RequestLog()
@@ -471,7 +471,7 @@ def test_request_table_rows_follow_the_formulas_in_request_id_order():
 
 def test_a_request_that_never_ended_is_an_error_not_a_missing_row():
     from pagesim.errors import InvariantError
-    from pagesim.simulator.summary import RequestLog
+    from pagesim.simulator.request_log import RequestLog
 
     trace = make_trace([(0.0, 16, 5), (0.0, 8, 1), (1.0, 8, 4)])
     log = RequestLog()
