@@ -332,7 +332,8 @@ class PagedAllocator(KVAllocator):
         off = self._off_by_seq.get(seq_id)
         return self._num_tokens_by_seq[seq_id] if off is None else off + self._clock
 
-    def _known(self, seq_id: int, verb: str) -> int:
+    def _known(self, seq_id: Any, verb: str) -> Any:
+        """The group of a live sequence (ids as objects: ``_join``)."""
         group_id = self._group_by_seq.get(seq_id)
         if group_id is None:
             state = "already freed" if seq_id in self._freed_seq_ids else "never allocated"
@@ -346,8 +347,11 @@ class PagedAllocator(KVAllocator):
         return self._table_by_seq[seq_id]
 
     # -- the lockstep set ----------------------------------------------------------------
-    def _join(self, seq_id: int, held: int) -> None:
-        """A GPU sequence holding ``held`` slots, its last block its own, joins the lockstep set."""
+    def _join(self, seq_id: Any, held: int) -> None:
+        """A GPU sequence holding ``held`` slots, its last block its own, joins the lockstep set.
+
+        Here and in the other per-sequence helpers the id is an object: compiled, an
+        ``int`` is boxed anew for every dict look-up, and these make several each."""
         bs = self._block_size
         off = held - self._clock
         self._off_by_seq[seq_id] = off
@@ -364,7 +368,7 @@ class PagedAllocator(KVAllocator):
                 at = target - rest + 1 - off
                 final[at] = final.get(at, 0) + bs - rest
 
-    def _leave(self, seq_id: int, table: list[int] | None = None) -> int:
+    def _leave(self, seq_id: Any, table: list[int] | None = None) -> int:
         """A sequence leaves the lockstep set; returns the slots it holds. ``table``: its
         block table, if the caller has it at hand."""
         bs = self._block_size
@@ -382,7 +386,7 @@ class PagedAllocator(KVAllocator):
                 self._final_internal_by_clock[target - rest + 1 - off] -= bs - rest
         return held
 
-    def _make_exact(self, seq_id: int) -> None:
+    def _make_exact(self, seq_id: Any) -> None:
         """A GPU sequence leaves the lockstep set (its last block is about to be shared)."""
         if seq_id in self._off_by_seq:
             self._num_tokens_by_seq[seq_id] = self._leave(seq_id)
@@ -418,10 +422,13 @@ class PagedAllocator(KVAllocator):
         """Blocks for the prompt (or the recomputed context); full prompt blocks by content key."""
         if self._watermark_status(self._required_blocks(req)) is not AllocStatus.OK:
             return None
-        if req.seq_id in self._group_by_seq:
-            raise AllocatorError(f"allocate: sequence {req.seq_id} is already allocated")
-        if req.group_id in self._seq_ids_by_group:
-            raise AllocatorError(f"allocate: group {req.group_id} is already admitted")
+        # the ids boxed once (``_join``)
+        seq_id: Any = req.seq_id
+        group_id: Any = req.group_id
+        if seq_id in self._group_by_seq:
+            raise AllocatorError(f"allocate: sequence {seq_id} is already allocated")
+        if group_id in self._seq_ids_by_group:
+            raise AllocatorError(f"allocate: group {group_id} is already admitted")
         num_blocks = self._num_blocks_for(req.num_tokens)
         keys = (
             prompt_block_keys(req.segments, req.prompt_len, self._block_size)
@@ -453,13 +460,13 @@ class PagedAllocator(KVAllocator):
                 hit_tokens=c.hit_tokens + num_cached_tokens,
                 queried_tokens=c.queried_tokens + req.prompt_len,
             )
-        self._seq_ids_by_group[req.group_id] = {}
-        self._target_by_seq[req.seq_id] = max(req.target_len, req.num_tokens)
-        self._attach(req.group_id, req.seq_id, table)
-        self._join(req.seq_id, req.num_tokens)
+        self._seq_ids_by_group[group_id] = {}
+        self._target_by_seq[seq_id] = max(req.target_len, req.num_tokens)
+        self._attach(group_id, seq_id, table)
+        self._join(seq_id, req.num_tokens)
         return Allocation(num_cached_tokens) if num_cached_tokens else NOTHING_CACHED
 
-    def _attach(self, group_id: int, seq_id: int, table: list[int]) -> None:
+    def _attach(self, group_id: Any, seq_id: Any, table: list[int]) -> None:
         self._table_by_seq[seq_id] = table
         self._num_table_blocks += len(table)
         self._group_by_seq[seq_id] = group_id
@@ -728,6 +735,10 @@ class PagedAllocator(KVAllocator):
 
     def free(self, seq_id: int) -> None:
         """Release a sequence's blocks, tail first (GPU, or CPU while swapped)."""
+        self._free(seq_id)
+
+    def _free(self, seq_id: Any) -> None:
+        """:meth:`free`, the id boxed once (``_join``)."""
         group_id = self._known(seq_id, "free")
         if self._pending_copy:
             self._settle(group_id)
@@ -749,7 +760,7 @@ class PagedAllocator(KVAllocator):
             del self._seq_ids_by_group[group_id]
             self._swapped_group_ids.discard(group_id)
 
-    def _release_gpu_table(self, seq_id: int, is_last_of_group: bool) -> None:
+    def _release_gpu_table(self, seq_id: Any, is_last_of_group: bool) -> None:
         """A GPU sequence leaves the lockstep (or exact) set and its table is released,
         tail first; a group's last sequence holds its blocks alone unless a prefix cache
         or pinned prefix shares them across groups (module docstring)."""
