@@ -40,6 +40,7 @@ COMPILED = (
     "pagesim.allocators.first_fit",
     "pagesim.allocators.artifact_buddy",
     "pagesim.allocators.contiguous",
+    "pagesim.simulator.plan",
     "pagesim.simulator.request",
     "pagesim.simulator.token_gaps",
     "pagesim.simulator.request_log",

@@ -33,7 +33,8 @@ limit. A rejected group always carries a reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import Final
 
 from pagesim.allocators.base import AllocRequest
@@ -56,9 +57,13 @@ class DecodeClock:
         self.ticks = 0
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class SequenceGroup:
-    """Mutable state of one request (identity by object; ``group_id`` = trace request_id)."""
+    """Mutable state of one request (identity by object; ``group_id`` = trace request_id).
+
+    Built from the request's trace row; the rest is the run's state, set here. (The
+    ``__init__`` is written out: a dataclass's generated one runs as Python even when
+    the module is compiled, once per request.)"""
 
     group_id: int
     arrival_s: float
@@ -67,24 +72,51 @@ class SequenceGroup:
     n: int
     beam_width: int
     segments: tuple[tuple[int, int], ...]
-    seq_ids: list[int] = field(default_factory=list)
+    seq_ids: list[int]
     #: tokens generated when the group last stopped (or started) riding a clock
-    generated_base: int = 0
-    status: str = WAITING
-    reason: str = ""
-    first_token_s: float = float("nan")
+    generated_base: int
+    status: str
+    reason: str
+    first_token_s: float
     #: when the group's latest token came out (the inter-token gaps start from it)
-    last_token_s: float = float("nan")
-    finish_s: float = float("nan")
-    num_preemptions: int = 0
-    num_cached_tokens: int = 0
+    last_token_s: float
+    finish_s: float
+    num_preemptions: int
+    num_cached_tokens: int
     #: sequences the group runs once forked (vLLM v0 ``get_max_num_running_seqs``)
-    max_num_seqs: int = field(init=False)
-    clock: DecodeClock | None = field(default=None, init=False)
-    clock_base: int = field(default=0, init=False)
+    max_num_seqs: int
+    clock: DecodeClock | None
+    clock_base: int
 
-    def __post_init__(self) -> None:
-        self.max_num_seqs = max(self.n, self.beam_width)
+    def __init__(
+        self,
+        group_id: int,
+        arrival_s: float,
+        prompt_len: int,
+        output_len: int,
+        n: int,
+        beam_width: int,
+        segments: tuple[tuple[int, int], ...],
+    ) -> None:
+        self.group_id = group_id
+        self.arrival_s = arrival_s
+        self.prompt_len = prompt_len
+        self.output_len = output_len
+        self.n = n
+        self.beam_width = beam_width
+        self.segments = segments
+        self.seq_ids = []
+        self.generated_base = 0
+        self.status = WAITING
+        self.reason = ""
+        self.first_token_s = math.nan
+        self.last_token_s = math.nan
+        self.finish_s = math.nan
+        self.num_preemptions = 0
+        self.num_cached_tokens = 0
+        self.max_num_seqs = max(n, beam_width)
+        self.clock = None
+        self.clock_base = 0
 
     @property
     def num_generated(self) -> int:

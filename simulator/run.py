@@ -238,14 +238,16 @@ def _groups(trace: Trace, start: int = 0) -> Iterator[SequenceGroup]:
         strict=True,
     )
     for rid, arrival, prompt, output, n, beam, segments in cols:
+        # positional, in the order of SequenceGroup's fields (a compiled class parses
+        # keywords slowly, and this runs once per request)
         yield SequenceGroup(
-            group_id=rid,
-            arrival_s=arrival,
-            prompt_len=prompt,
-            output_len=output,
-            n=n,
-            beam_width=beam,
-            segments=segments if _is_segments(segments) else tuple(map(tuple, segments)),
+            rid,
+            arrival,
+            prompt,
+            output,
+            n,
+            beam,
+            segments if _is_segments(segments) else tuple(map(tuple, segments)),
         )
 
 
