@@ -69,25 +69,38 @@ def prompt_block_keys(
     return keys
 
 
-class LRUEvictor(OrderedDict):
+class LRUEvictor:
     """Free cached blocks in eviction order (oldest release first); O(1) add, remove, evict.
 
-    An ordered dict of block ids (so ``len`` and ``in`` cost what a dict's do: the pool
-    counts free blocks on every step)."""
+    An ordered dict of block ids inside (so ``len`` and ``in`` cost what a dict's do:
+    the pool counts free blocks on every step; and ``popitem(last=False)`` takes the
+    oldest in O(1)). It holds the dict rather than being one, so that it compiles
+    (``pagesim/_native.py``)."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(self) -> None:
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def __contains__(self, block_id: int) -> bool:
+        return block_id in self._blocks
 
     def add(self, block_id: int) -> None:
         """Make a block evictable; it is evicted after every block already here."""
-        self[block_id] = None
+        self._blocks[block_id] = None
 
     def remove(self, block_id: int) -> None:
         """Take a block back out (a cache hit revived it)."""
-        del self[block_id]
+        del self._blocks[block_id]
 
     def evict(self) -> int:
         """The least recently released block, removed from the evictor."""
-        block_id, _ = self.popitem(last=False)
+        block_id, _ = self._blocks.popitem(last=False)
         return block_id
 
     def block_ids(self) -> list[int]:
         """Evictable blocks in eviction order."""
-        return list(self)
+        return list(self._blocks)

@@ -34,6 +34,7 @@ from pathlib import Path
 COMPILED = (
     "pagesim.allocators.status",
     "pagesim.allocators.validation",
+    "pagesim.allocators.prefix_cache",
     "pagesim.allocators.block_pool",
     "pagesim.allocators.paged",
     "pagesim.allocators.buddy",
