@@ -100,7 +100,7 @@ class BlockPool:
             ids.append(self.take())
         return ids
 
-    def take_onto(self, tables: Iterable[list[int]], n: int) -> None:
+    def take_onto(self, tables: list[list[int]], n: int) -> None:
         """``table.append(take())`` for each of the ``n`` lists ``tables``, in order (a
         bulk decode step opens a block for each of its openers)."""
         stack = self._free_ids
@@ -109,9 +109,8 @@ class BlockPool:
                 table.append(self.take())
             return
         ref_counts = self._ref_counts
-        pop = stack.pop
         for table in tables:
-            block_id = pop()
+            block_id = stack.pop()
             ref_counts[block_id] = 1
             table.append(block_id)
         self.num_free_blocks -= n

@@ -566,7 +566,8 @@ class PagedAllocator(KVAllocator):
         if min_free and self.gpu.num_free_blocks - num_opened < min_free:
             return False
         if num_opened:
-            self.gpu.take_onto(map(self._table_by_seq.__getitem__, openers), num_opened)
+            tables = self._table_by_seq
+            self.gpu.take_onto([tables[seq_id] for seq_id in openers], num_opened)
             self._lockstep_blocks += num_opened
             self._num_table_blocks += num_opened
         self._clock += 1

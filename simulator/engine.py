@@ -101,13 +101,12 @@ class Engine:
         self._decode_time_by_paged = {
             is_paged: self.decode_time_fn(is_paged=is_paged) for is_paged in (True, False)
         }
-        #: what a decode span calls at every step, bound once
+        #: the allocator's calls at every step of a decode span, bound once (the
+        #: allocator is a plug-in, called through Python; the scheduler's and the
+        #: recorder's methods are called directly: compiled, through their vtables)
         self._span_calls = (
             scheduler.allocator.append_all_measured,
             scheduler.allocator.append_all_copying,
-            scheduler.tick_run,
-            scheduler.finish_due,
-            recorder.record_decode,
         )
         env.process(self._arrivals(groups))
         self.process = env.process(self._loop())
@@ -135,18 +134,16 @@ class Engine:
     def _loop(self):
         env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
         alloc = sched.allocator
-        schedule, finish_step, steady_ticks = sched.schedule, sched.finish_step, sched.steady_ticks
-        record_step, collect_done = rec.record_step, self._collect_done
         t = env.now
         while True:
-            step = schedule(t)
+            step = sched.schedule(t)
             is_empty = step.plan.is_empty
             if is_empty and step.has_work:
                 # the step only preempted (by recompute): the freed memory admits now
-                collect_done()
-                step = schedule(t)
+                self._collect_done()
+                step = sched.schedule(t)
                 is_empty = step.plan.is_empty
-            collect_done()
+            self._collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
@@ -169,14 +166,14 @@ class Engine:
             end_s = t + duration_s
             if end_s >= self.next_arrival_s or end_s >= self.limit_s:
                 yield timeout_at(env, end_s)
-            finish_step(step, end_s)
-            collect_done()
+            sched.finish_step(step, end_s)
+            self._collect_done()
             if self.check:
                 alloc.check_invariants()
                 sched.check_invariants()
-            record_step(t, duration_s, step)
+            rec.record_step(t, duration_s, step)
             t = self.last_event_s = end_s
-            num_ticks = steady_ticks()
+            num_ticks = sched.steady_ticks()
             if num_ticks > 0:
                 t = yield from self._decode_span(t, num_ticks, step.plan.is_paged)
 
@@ -199,9 +196,8 @@ class Engine:
         append in bulk. Returns the time reached."""
         env, sched = self.env, self.scheduler
         alloc = sched.allocator
-        append_all_measured, append_all_copying, tick_run, finish_due, record_decode = (
-            self._span_calls
-        )
+        append_all_measured, append_all_copying = self._span_calls
+        rec = self.recorder
         decode_time_s = self._decode_time_by_paged[is_paged]
         num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
@@ -227,7 +223,7 @@ class Engine:
                     copying = append_all_copying(blocked)
                     if copying is None:
                         if ends:
-                            tick_run(ends)
+                            sched.tick_run(ends)
                         self.last_event_s = t
                         return t
                     num_seqs, num_slots, num_blocks, usage_slots, copied = copying
@@ -244,13 +240,13 @@ class Engine:
                 end_s = t + duration_s
                 if i < plain_until and end_s < horizon_s and not copied:
                     ends.append(end_s)
-                    record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                    rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                     t = end_s
                     continue
                 arrived = False
                 if end_s >= horizon_s:
                     if ends:  # the time limit may end the run in this yield
-                        tick_run(ends)
+                        sched.tick_run(ends)
                         ends = []
                     yield timeout_at(env, end_s)
                     horizon_s = min(self.next_arrival_s, self.limit_s)
@@ -259,22 +255,22 @@ class Engine:
                 ends.append(end_s)
                 finished = False
                 if i == last or check:
-                    tick_run(ends)
+                    sched.tick_run(ends)
                     ends = []
-                    if i == last and finish_due(end_s):
+                    if i == last and sched.finish_due(end_s):
                         finished = True
                         self._collect_done()
                     if check:
                         alloc.check_invariants()
                         sched.check_invariants()
                 if copied:
-                    self.recorder.record_copies(t, copied)
-                record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                    rec.record_copies(t, copied)
+                rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
                 t = end_s
                 if arrived or finished:
                     break
             if ends:
-                tick_run(ends)
+                sched.tick_run(ends)
             # a request arrived (the scheduler says whether it changes the next steps:
             # ``Scheduler.add``) or groups finished: go on if the run is still steady
             num_ticks = sched.steady_ticks()

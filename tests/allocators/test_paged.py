@@ -313,14 +313,14 @@ def test_take_onto_is_repeated_take(is_caching):
         for table in expected:
             table.append(one.take())
         tables = [[i] for i in range(n)]
-        onto.take_onto(iter(tables), n)
+        onto.take_onto(tables, n)
         assert tables == expected
         assert [one.ref_count(b) for b in range(10)] == [onto.ref_count(b) for b in range(10)]
         assert (one.free_ids(), one.evictable_ids()) == (onto.free_ids(), onto.evictable_ids())
         assert one.num_free_blocks == onto.num_free_blocks
         onto.check_invariants([onto.ref_count(b) for b in range(10)])
     with pytest.raises(AllocatorError, match="out of blocks"):
-        onto.take_onto(iter([[], []]), 2)
+        onto.take_onto([[], []], 2)
 
 
 @pytest.mark.parametrize("is_caching", [False, True])
