@@ -224,14 +224,13 @@ class BlockPool:
         ref_counts = self._ref_counts
         stack = self._free_ids
         num_free = len(stack)
-        push = stack.append
         try:
             if not self._key_to_block:  # no keyed block anywhere: releases go on the stack
                 for block_id in block_ids:
                     count = ref_counts[block_id]
                     if count == 1:  # the common case first: held once
                         ref_counts[block_id] = 0
-                        push(block_id)
+                        stack.append(block_id)
                     elif count > 1:
                         ref_counts[block_id] = count - 1
                     else:
@@ -246,7 +245,7 @@ class BlockPool:
                 ref_counts[block_id] = count
                 if count == 0:
                     if key_by_block[block_id] is None:
-                        push(block_id)
+                        stack.append(block_id)
                     else:
                         keyed.append(block_id)
         finally:
