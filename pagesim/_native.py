@@ -1,12 +1,12 @@
 """The modules that run compiled, and the guard that runs their sources instead.
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
-path: the engine, the schedulers, the paged allocator and its block pool, the
-contiguous allocator and its heaps, the recorder, the cost model's formulas and the
-request state) and writes ``pagesim/_compiled.json``, a hash of each one's source. The
-compiled modules run the same operations in the same order as their sources, so a
-simulation gives the same results either way (``tests/test_native.py``); they run
-about twice as fast.
+path: the engine, the schedulers, the paged allocator, its block pool and its prefix
+cache, the contiguous allocator and its heaps, the admission answers, the recorder and
+the request log, the cost model's formulas, the plan and the request state) and writes
+``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
+same operations in the same order as their sources, so a simulation gives the same
+results either way (``tests/test_native.py``); they run about three times as fast.
 
 At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules are
 used only if every source still has the hash it was compiled from. Otherwise, or
@@ -117,7 +117,7 @@ def _stale(package_dir: Path) -> str | None:
             where = source if source is not None else module
             warnings.warn(
                 f"pagesim: {where} changed since it was compiled: the engine's modules run "
-                "as Python (about half the speed) until they are compiled again "
+                "as Python (about a third of the speed) until they are compiled again "
                 "(`pip install -e .`, or `python3 tasks.py run`)",
                 RuntimeWarning,
                 stacklevel=3,

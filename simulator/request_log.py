@@ -32,8 +32,8 @@ class RequestLog:
     kept alive) where a typed column costs 8 bytes a value. Only the outcome is kept
     (status, reason, first token and finish times, preemptions, cached tokens); the
     request's own columns are the trace's, and the latencies are derived by numpy with
-    the same IEEE operations as the formulas in the module docstring, so the table is
-    the same value for value.
+    the same IEEE operations as the formulas in ``simulator.summary``'s docstring, so
+    the table is the same value for value.
     """
 
     def __init__(self) -> None:
