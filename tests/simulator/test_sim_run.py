@@ -3,6 +3,8 @@ and the Orca / static schedulers over the real allocators."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -125,6 +127,37 @@ def test_engine_idles_until_the_next_arrival_and_counts_idle_memory():
     assert ts["duration_s"].tolist() == [1.0, 0.5, 0.5, 1.0, 0.5, 0.5]
     assert res.extra["makespan_s"] == 3.0  # first arrival at 1.0, last step ends at 4.0
     assert ts["mem_unused_frac"].iloc[0] == 1.0
+
+
+@pytest.mark.parametrize("max_sim_time_s", [None, 0.3])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cyclic_collector_is_paused_during_the_replay_and_restored(enabled, max_sim_time_s):
+    """Every step runs with the cyclic collector off; after the run, or a step that
+    raises, it is on or off as it was before (``run._cyclic_gc_paused``)."""
+    seen: list[bool] = []
+
+    def step_time_s(plan) -> float:
+        seen.append(gc.isenabled())
+        return 0.1
+
+    def failing(plan) -> float:
+        raise RuntimeError("a step fails")
+
+    was_enabled = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        trace = make_trace([(0.0, 4, 3), (0.05, 4, 2)])
+        run_engine(
+            trace, _sched("vllm", TinyPaged(32, 4)), step_time_s, max_sim_time_s=max_sim_time_s
+        )
+        assert seen
+        assert not any(seen)
+        assert gc.isenabled() is enabled
+        with pytest.raises(RuntimeError, match="a step fails"):
+            run_engine(trace, _sched("vllm", TinyPaged(32, 4)), failing)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
 
 
 def contiguous(kind, slots=256, granule=16):
