@@ -24,6 +24,15 @@ class Launch(StrictSpec):
     evidence: str
 
 
+class Intervals(StrictSpec):
+    """How the validation's intervals are made (``docs/intervals.md``)."""
+
+    nominal: float = Field(gt=0, lt=1)
+    replicates: int = Field(ge=2)
+    sources: list[Literal["seeds", "cost", "serving"]] = Field(min_length=1)
+    seed: int = Field(ge=0)
+
+
 class RunEntry(StrictSpec):
     launch: str
     role: Literal["fit", "held_out", "cross_launch"]
@@ -44,6 +53,7 @@ class Manifest(StrictSpec):
     serving_forms: list[str] = Field(min_length=1)
     selection_margin: float = Field(ge=0)
     saturation_ttft_s: float = Field(gt=0)
+    intervals: Intervals | None = None
 
     def check(self, source: str) -> Manifest:
         for name, entry in self.runs.items():
