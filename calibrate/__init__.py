@@ -6,3 +6,9 @@ save the measurements CSV -> fit each term (``fit``) with 20% held out -> write
 ``profile.yaml`` (schema: ``pagesim.simulator.costmodel.profile``) and ``report.md``.
 CuPy is imported lazily, inside functions, so everything else imports without it.
 """
+
+import sys as _sys
+
+if getattr(_sys.modules.get("pagesim"), "__file__", None) is None:  # pagesim/api.py: clones
+    raise ImportError("pagesim is a clone's folder here, not the package: start Python elsewhere")
+

@@ -32,6 +32,7 @@ import pandas as pd
 from pagesim.calibrate.nnls import nnls
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Term
+from pagesim.simulator.costmodel.serving import RESIDUAL_QUANTILES
 
 HOLDOUT_FRACTION = 0.2
 MIN_POINTS_FOR_HOLDOUT = 5
@@ -82,6 +83,15 @@ class TermFit:
     def train_mape(self) -> float:
         return float(self._rel_err(~self.is_heldout).mean())
 
+    @property
+    def heldout_residual_quantiles(self) -> tuple[float, ...] | None:
+        """predicted / measured - 1 on the held-out points, at RESIDUAL_QUANTILES."""
+        if not self.is_heldout.any():
+            return None
+        m = self.is_heldout
+        signed = self.predicted_s[m] / self.measured_s[m] - 1.0
+        return tuple(float(q) for q in np.quantile(signed, RESIDUAL_QUANTILES))
+
     def to_term(self, origin: str = "") -> Term:
         return Term(
             dict(self.coefficients),
@@ -89,6 +99,7 @@ class TermFit:
             self.heldout_max_err,
             self.num_points,
             origin,
+            self.heldout_residual_quantiles,
         )
 
 

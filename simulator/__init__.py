@@ -3,6 +3,12 @@
 Public API: :func:`simulate` (RunSpec -> RunResult) and :data:`SCHEDULERS`.
 """
 
+import sys as _sys
+
+if getattr(_sys.modules.get("pagesim"), "__file__", None) is None:  # pagesim/api.py: clones
+    raise ImportError("pagesim is a clone's folder here, not the package: start Python elsewhere")
+
+
 from pagesim.simulator.result import METRIC_COLUMNS, REQUEST_COLUMNS, RunResult
 from pagesim.simulator.run import simulate
 from pagesim.simulator.schedulers import SCHEDULERS

@@ -77,3 +77,8 @@ class RunResult:
 
     def summary_row(self) -> dict[str, float]:
         return {k: self.summary[k] for k in METRIC_COLUMNS}
+
+    @property
+    def summary_frame(self) -> pd.DataFrame:
+        """The run's metrics as one row (summary, then the extras and the notes)."""
+        return pd.DataFrame([{**self.summary, **self.extra, **self.notes}])

@@ -50,7 +50,7 @@ from pagesim.workloads.trace import Trace
 def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = False) -> RunResult:
     """Run ``spec`` (``trace`` replaces the spec's workload) and return its RunResult."""
     from pagesim.allocators import make_allocator
-    from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
     from pagesim.simulator.memory import kv_pool
     from pagesim.simulator.specs import get_gpu, get_model
     from pagesim.workloads import build_trace
@@ -79,9 +79,18 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         max_model_len=spec.max_model_len,
         shared_prefix=(SHARED_PREFIX_SEGMENT_ID, spec.workload.shared_prefix_len),
     )
-    cost_model = make_cost_model(
-        spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
-    )
+    if spec.spread is None or spec.spread.sources == ["seeds"]:
+        cost_model = make_cost_model(
+            spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
+        )
+    else:
+        cost_model = cost_model_for(
+            spec.hardware.profile,
+            get_model(spec.hardware.model),
+            get_gpu(spec.hardware.gpu),
+            tensor_parallel=spec.hardware.tensor_parallel,
+            spread=(tuple(spec.spread.sources), replicate_rng(spec.seed, spec.spread.replicate)),
+        )
     scheduler = SCHEDULERS[spec.scheduler.kind](
         spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
     )

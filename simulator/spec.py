@@ -38,6 +38,7 @@ __all__ = [
     "RunSpec",
     "SchedulerSpec",
     "SloSpec",
+    "SpreadSpec",
     "WorkloadSpec",
     "pairing_problem",
     "run_spec_from_dict",
@@ -203,6 +204,19 @@ class MetricsSpec(_Spec):
         return sorted(percentiles)
 
 
+class SpreadSpec(_Spec):
+    """One replicate of an interval (``docs/intervals.md``): which sources of spread vary.
+
+    ``cost``: each kernel term of the profile that keeps held-out residuals is multiplied by
+    one draw from them; ``serving``: the serving path's step cost and front-end delay, by
+    draws from its fit residuals (``simulator/costmodel/spread.py``); ``seeds``: the run's
+    seed varies across replicates (set by whoever makes the replicates, e.g. the runner).
+    ``replicate`` picks the draw: the same (seed, replicate) always draws the same."""
+
+    sources: list[Literal["seeds", "cost", "serving"]] = Field(min_length=1)
+    replicate: int = Field(default=0, ge=0)
+
+
 class RunSpec(_Spec):
     workload: WorkloadSpec = WorkloadSpec()
     arrivals: ArrivalSpec = ArrivalSpec()
@@ -214,6 +228,7 @@ class RunSpec(_Spec):
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
+    spread: SpreadSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:

@@ -43,9 +43,10 @@ DOCS = [
             "beam_width": 2,
         },
         "arrivals": {"process": "poisson", "rate_req_s": 4.0},
-        "hardware": {"gpu": "a100-80gb", "kv_budget_gib": 1.0},
+        "hardware": {"gpu": "a100-80gb", "kv_budget_gib": 1.0, "profile": "a100-80gb-vidur"},
         "allocator": {"kind": "pow2", "placement": "first_fit", "granule_slots": 8},
         "scheduler": {"kind": "orca", "max_num_seqs": 64},
+        "spread": {"sources": ["cost", "serving"], "replicate": 1},
     },
     {
         "workload": {

@@ -5,6 +5,12 @@ registered names), :func:`load_csv_trace`, the raw loaders (``read_sharegpt``,
 ``read_alpaca``, ``read_timestamped_csv``) and the contract types.
 """
 
+import sys as _sys
+
+if getattr(_sys.modules.get("pagesim"), "__file__", None) is None:  # pagesim/api.py: clones
+    raise ImportError("pagesim is a clone's folder here, not the package: start Python elsewhere")
+
+
 from pagesim.workloads.alpaca import read_alpaca
 from pagesim.workloads.build import build_trace
 from pagesim.workloads.csvtrace import load_csv_trace, read_timestamped_csv

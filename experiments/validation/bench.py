@@ -112,7 +112,9 @@ def metric_table(measured: dict[str, float], predicted: dict[str, float]) -> pd.
     rows = []
     for key in keys:
         m, p = float(measured[key]), float(predicted[key])
-        rows.append({"metric": key, "measured": m, "pagesim": p, "error": p / m - 1 if m else np.nan})
+        rows.append(
+            {"metric": key, "measured": m, "pagesim": p, "error": p / m - 1 if m else np.nan}
+        )
     return pd.DataFrame(rows)
 
 
@@ -193,9 +195,15 @@ def replay_vllm(
         "|---|---|---|---|",
     ]
     for r in metrics.to_dict("records"):
-        lines.append(f"| {r['metric']} | {r['measured']:.4g} | {r['pagesim']:.4g} | {r['error']:+.1%} |")
-    lines += ["", f"Per-request statistics are in `{vcsv.FILE_NAME}`; pagesim's run as a "
-              f"`vllm bench serve` result in `{JSON_NAME}`.", ""]
+        lines.append(
+            f"| {r['metric']} | {r['measured']:.4g} | {r['pagesim']:.4g} | {r['error']:+.1%} |"
+        )
+    lines += [
+        "",
+        f"Per-request statistics are in `{vcsv.FILE_NAME}`; pagesim's run as a "
+        f"`vllm bench serve` result in `{JSON_NAME}`.",
+        "",
+    ]
     written["page"] = out_dir / PAGE_NAME
     written["page"].write_text("\n".join(lines))
     return written

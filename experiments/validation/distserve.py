@@ -192,6 +192,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             "pools": pools(manifest),
         },
         saturation_ttft_s=manifest.saturation_ttft_s,
+        intervals=manifest.intervals,
     )
 
 

@@ -117,6 +117,17 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
                     alpha=1.0 if stat == "p50" else 0.6,
                     label=f"{cost} {stat}",
                 )
+            band = c[(c["stat"] == "p50") & c["lo_ms"].notna()]
+            if not band.empty:  # the headline's interval around its p50
+                per_rate = band.groupby("rate")[["lo_ms", "hi_ms"]].mean()
+                ax.fill_between(
+                    per_rate.index,
+                    per_rate["lo_ms"].clip(lower=1e-3),
+                    per_rate["hi_ms"],
+                    color=colors[i % len(colors)],
+                    alpha=0.15,
+                    label=f"{cost} p50 interval",
+                )
         ax.set_yscale("log")
         ax.set_xlabel("request rate (req/s)")
         ax.set_ylabel(f"{metric.upper()} (ms)")

@@ -59,6 +59,8 @@ class Study:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the TTFT p50 (s) whose crossing defines saturation
     saturation_ttft_s: float = 1.0
+    #: how intervals are made (the manifest's ``intervals``; None: no intervals)
+    intervals: Any = None
 
     @property
     def headline(self) -> CostModelChoice:

@@ -12,7 +12,10 @@ One row per run x cost model x metric x statistic::
   ``decode_given_concurrency`` and ``ttft_given_state`` (each request's decode time and TTFT
   predicted from the measured concurrency, the scheduler taken out: the step cost's
   error alone, where the dataset allows); ``stat``: ``p50``, ``p90``, ``mean``;
-- ``error`` = predicted / measured − 1.
+- ``error`` = predicted / measured − 1;
+- ``lo_ms``, ``hi_ms``, ``covered``: the interval around the prediction (the headline cost
+  model's closed-loop rows, where the dataset makes intervals: ``intervals.py``) and
+  whether it holds the measured value; empty elsewhere.
 
 Times in ms. A user's own result is one more dataset: the same columns, the same meaning.
 """
@@ -37,6 +40,9 @@ COLUMNS = (
     "predicted_ms",
     "measured_ms",
     "error",
+    "lo_ms",
+    "hi_ms",
+    "covered",
 )
 ROLES = ("fit", "held_out", "cross_launch")
 METRICS = ("ttft", "tpot", "e2e")

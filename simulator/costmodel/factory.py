@@ -25,6 +25,8 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.iteration import (
@@ -36,6 +38,8 @@ from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
 from pagesim.simulator.costmodel.profile import Profile, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.costmodel.serving import ServingCostModel
+from pagesim.simulator.costmodel.spread import apply as spread_apply
+from pagesim.simulator.costmodel.spread import draw as spread_draw
 from pagesim.simulator.specs import GPUS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -84,6 +88,11 @@ def make_cost_model(
     return cost_model_for(hardware.profile, model, gpu, tensor_parallel=hardware.tensor_parallel)
 
 
+def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
+    """The generator of one interval replicate's draws (apart from the run's own)."""
+    return np.random.default_rng([seed, replicate, 0x5EED])
+
+
 def cost_model_for(
     profile_ref: str | None,
     model: ModelSpec,
@@ -91,9 +100,12 @@ def cost_model_for(
     *,
     tensor_parallel: int = 1,
     with_serving: bool = True,
+    spread: tuple[tuple[str, ...], np.random.Generator] | None = None,
 ) -> CostModel | ServingCostModel:
     """:func:`make_cost_model` from its parts: ``profile_ref`` as ``hardware.profile``;
-    ``with_serving`` False leaves out the profile's serving path (the kernels alone)."""
+    ``with_serving`` False leaves out the profile's serving path (the kernels alone);
+    ``spread`` (sources, generator) perturbs the profile by one replicate's draw
+    (:mod:`.spread`)."""
     profile = resolve_profile(profile_ref, gpu)
     if profile_ref is None:
         parts = [f"analytic (roofline) profile of {gpu.name}"]
@@ -127,6 +139,15 @@ def cost_model_for(
             parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
     if tensor_parallel > 1 and not is_iteration:
         parts.append(f"TP {tensor_parallel} with analytic NVLink all-reduces")
+    if spread is not None:
+        drawn = spread_draw(profile, spread[0], spread[1])
+        profile = spread_apply(profile, drawn)
+        varied = sorted(drawn.multipliers)
+        parts.append(
+            "one replicate of an interval: "
+            + (f"{', '.join(varied)} varied by their residuals" if varied else "nothing varied")
+            + (f" ({', '.join(drawn.fixed_terms)} keep no residuals)" if drawn.fixed_terms else "")
+        )
     if is_iteration and tensor_parallel > 1:
         parts.append(f"TP {tensor_parallel} (all-reduces inside the fitted steps)")
     kernels = (IterationCostModel if is_iteration else CostModel)(

@@ -103,6 +103,9 @@ class Term:
     heldout_max_err: float | None = None
     num_points: int = 0
     origin: str = ""
+    #: predicted / measured - 1 on the held-out points, at ``serving.RESIDUAL_QUANTILES``
+    #: (where the fit kept them): what an interval draws this term's multiplier from
+    heldout_residual_quantiles: tuple[float, ...] | None = None
 
     @property
     def is_projected(self) -> bool:
@@ -130,6 +133,50 @@ class Term:
 
 
 @dataclass(frozen=True)
+class IntervalCalibration:
+    """The conformal factor of a profile's intervals (``intervals:`` in the YAML)."""
+
+    nominal: float
+    factor: float
+    sources: tuple[str, ...]
+    replicates: int
+    fitted_on: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nominal": float(self.nominal),
+            "factor": float(self.factor),
+            "sources": list(self.sources),
+            "replicates": int(self.replicates),
+            "fitted_on": self.fitted_on,
+        }
+
+
+def _intervals(doc: Any, fail) -> IntervalCalibration:
+    keys = ("nominal", "factor", "sources", "replicates", "fitted_on")
+    if not isinstance(doc, dict) or sorted(doc) != sorted(keys):
+        raise fail(f"intervals: must be a mapping with exactly the keys {list(keys)}")
+    nominal, factor, replicates = doc["nominal"], doc["factor"], doc["replicates"]
+    if isinstance(nominal, bool) or not isinstance(nominal, float | int) or not 0 < nominal < 1:
+        raise fail(f"intervals.nominal: must be a number in (0, 1), got {nominal!r}")
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, float | int)
+        or not math.isfinite(factor)
+        or factor < 0
+    ):
+        raise fail(f"intervals.factor: must be a finite number >= 0, got {factor!r}")
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
+        raise fail(f"intervals.replicates: must be an integer >= 2, got {replicates!r}")
+    sources = doc["sources"]
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise fail("intervals.sources: must be a list of names")
+    return IntervalCalibration(
+        float(nominal), float(factor), tuple(sources), int(replicates), str(doc["fitted_on"])
+    )
+
+
+@dataclass(frozen=True)
 class Profile:
     kind: str
     gpu_name: str
@@ -144,6 +191,9 @@ class Profile:
     schema_version: int = SCHEMA_VERSION
     #: the serving path outside the kernels (None: the kernels' time only)
     serving: ServingPath | None = None
+    #: how this profile's intervals are widened to their nominal coverage, and on what
+    #: real runs that was fitted (``pagesim validate-vllm``; docs/intervals.md)
+    intervals: IntervalCalibration | None = None
 
     def term(self, name: str) -> Term:
         try:
@@ -181,6 +231,15 @@ class Profile:
                     "heldout_max_err": t.heldout_max_err,
                     "num_points": int(t.num_points),
                     **({"origin": t.origin} if t.origin else {}),
+                    **(
+                        {
+                            "heldout_residual_quantiles": [
+                                float(q) for q in t.heldout_residual_quantiles
+                            ]
+                        }
+                        if t.heldout_residual_quantiles is not None
+                        else {}
+                    ),
                 }
                 for name, t in self.terms.items()
             },
@@ -189,6 +248,8 @@ class Profile:
             doc["sources"] = [dict(src) for src in self.sources]
         if self.serving is not None:
             doc["serving"] = self.serving.to_dict()
+        if self.intervals is not None:
+            doc["intervals"] = self.intervals.to_dict()
         return doc
 
     def save(self, path: str | Path) -> Path:
@@ -223,6 +284,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         "sources",
         "terms",
         "serving",
+        "intervals",
     }
     unknown = sorted(set(doc) - allowed)
     if unknown:
@@ -252,7 +314,15 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         if not isinstance(t, dict) or not isinstance(t.get("coefficients"), dict):
             raise fail(f"{where}: expected a mapping with 'coefficients'")
         extra = sorted(
-            set(t) - {"coefficients", "heldout_mape", "heldout_max_err", "num_points", "origin"}
+            set(t)
+            - {
+                "coefficients",
+                "heldout_mape",
+                "heldout_max_err",
+                "num_points",
+                "origin",
+                "heldout_residual_quantiles",
+            }
         )
         if extra:
             raise fail(f"{where}: unknown key {extra[0]!r}")
@@ -287,6 +357,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
             else float(t["heldout_max_err"]),
             num_points=num_points,
             origin=_string(t.get("origin", ""), f"{where}.origin", fail),
+            heldout_residual_quantiles=_quantiles(t.get("heldout_residual_quantiles"), where, fail),
         )
     software = doc.get("software") or {}
     if not isinstance(software, dict):
@@ -303,7 +374,28 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         notes=str(doc.get("notes", "")),
         sources=_sources(doc.get("sources", []), fail),
         serving=None if doc.get("serving") is None else serving_from_dict(doc["serving"], fail),
+        intervals=None if doc.get("intervals") is None else _intervals(doc["intervals"], fail),
     )
+
+
+def _quantiles(value: Any, where: str, fail) -> tuple[float, ...] | None:
+    from pagesim.simulator.costmodel.serving import RESIDUAL_QUANTILES
+
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != len(RESIDUAL_QUANTILES)
+        or any(
+            isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            for v in value
+        )
+    ):
+        raise fail(
+            f"{where}.heldout_residual_quantiles: must be {len(RESIDUAL_QUANTILES)} finite numbers "
+            f"(at {list(RESIDUAL_QUANTILES)})"
+        )
+    return tuple(float(v) for v in value)
 
 
 def _string(value: Any, where: str, fail) -> str:

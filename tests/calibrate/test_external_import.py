@@ -276,6 +276,10 @@ def test_shipped_profiles_are_reproduced_from_the_real_tables(name, shared_data,
         got, want = fresh.term(term), shipped.term(term)
         assert got.coefficients == pytest.approx(want.coefficients, rel=1e-9), term
         assert got.heldout_mape == pytest.approx(want.heldout_mape, rel=1e-9), term
+        if want.heldout_residual_quantiles is not None:
+            assert got.heldout_residual_quantiles == pytest.approx(
+                want.heldout_residual_quantiles, rel=1e-9, abs=1e-12
+            ), term
     # the fitted step overhead: Vidur's TP-1 per-step CPU time, ~1 ms + ~48 us per sequence
     step = fresh.term("step_overhead")
     assert step.heldout_mape <= 0.05

@@ -1,0 +1,132 @@
+"""Intervals around the validation's predictions, and how often they hold the real value.
+
+Scenario (``docs/intervals.md``): each run is replayed ``replicates`` times under the
+headline cost model, each replicate one draw of the sources of spread
+(:mod:`pagesim.simulator.costmodel.spread`: a multiplier per kernel term from its
+held-out residuals, one on the serving path from its fit residuals, drawn once per run).
+For each statistic (TTFT, TPOT, E2E; p50, p90, mean) the replicates' central ``nominal``
+range is the *raw* interval; its centre ``c`` and half-width ``h`` define the score of a
+real value ``y``, ``|y - c| / h``.
+
+The *conformal factor* ``k`` widens the interval to ``c ± k h`` so that it holds the real
+value ``nominal`` of the time: ``k`` is the ``ceil((n + 1) nominal) / n`` empirical quantile
+of the scores of ``n`` calibration statistics (split conformal prediction). It is fitted
+leave-one-run-out: the statistics of each run are checked with the factor fitted on all the
+other runs (never on its own), so every run's coverage is a held-out figure; the factor the
+page reports for future use is the one fitted on every run. Coverage (the share of real
+statistics inside) and the mean width (relative to the real value) are reported per regime:
+below the measured saturation rate and above it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from pagesim.experiments.validation import vcsv
+from pagesim.experiments.validation.replay import replay
+from pagesim.experiments.validation.study import Study
+
+
+def replicate_table(study: Study, nominal: float, replicates: int, sources: list[str], seed: int):
+    """Per run x metric x stat: the raw interval (lo, hi) of the headline cost model."""
+    cost = study.headline
+    lo_q, hi_q = (1 - nominal) / 2, 1 - (1 - nominal) / 2
+    rows = []
+    for vrun in study.runs:
+        values: dict[tuple[str, str], list[float]] = {}
+        for r in range(replicates):
+            settings = {
+                **vrun.settings,
+                "seed": seed,
+                "spread": {"sources": sources, "replicate": r},
+            }
+            rep = replay(replace(vrun, settings=settings), cost, every_step=False)
+            for metric in vcsv.METRICS:
+                v = rep.requests[f"{metric}_s"].to_numpy(dtype=float)
+                for stat in vcsv.STATS:
+                    values.setdefault((metric, stat), []).append(vcsv.statistic(v, stat) * 1e3)
+        for (metric, stat), vs in values.items():
+            arr = np.asarray(vs)
+            rows.append(
+                {
+                    "run": vrun.name,
+                    "metric": metric,
+                    "stat": stat,
+                    "raw_lo_ms": float(np.quantile(arr, lo_q)),
+                    "raw_hi_ms": float(np.quantile(arr, hi_q)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def conformal_factor(scores: np.ndarray, nominal: float) -> float:
+    """The split-conformal quantile of ``scores`` at ``nominal`` (inf if too few)."""
+    s = np.sort(np.asarray(scores, dtype=float))
+    n = len(s)
+    rank = math.ceil((n + 1) * nominal)
+    return float(s[rank - 1]) if 0 < rank <= n else math.inf
+
+
+def scores(table: pd.DataFrame) -> np.ndarray:
+    centre = (table["raw_lo_ms"] + table["raw_hi_ms"]) / 2
+    half = np.maximum((table["raw_hi_ms"] - table["raw_lo_ms"]) / 2, 1e-12)
+    return (np.abs(table["measured_ms"] - centre) / half).to_numpy()
+
+
+def calibrate(
+    raw: pd.DataFrame, measured: pd.DataFrame, nominal: float
+) -> tuple[pd.DataFrame, float]:
+    """Each statistic's conformal interval, its factor fitted on the *other* runs; and the
+    factor fitted on every run. ``measured``: the validation table's rows (measured_ms)."""
+    t = raw.merge(
+        measured[["run", "metric", "stat", "measured_ms", "rate"]], on=["run", "metric", "stat"]
+    )
+    t["score"] = scores(t)
+    out = []
+    for run, sub in t.groupby("run", sort=False):
+        k = conformal_factor(t.loc[t["run"] != run, "score"].to_numpy(), nominal)
+        centre = (sub["raw_lo_ms"] + sub["raw_hi_ms"]) / 2
+        half = (sub["raw_hi_ms"] - sub["raw_lo_ms"]) / 2
+        out.append(
+            sub.assign(
+                factor=k,
+                lo_ms=centre - k * half,
+                hi_ms=centre + k * half,
+            )
+        )
+    result = pd.concat(out, ignore_index=True)
+    result["covered"] = (result["lo_ms"] <= result["measured_ms"]) & (
+        result["measured_ms"] <= result["hi_ms"]
+    )
+    result["raw_covered"] = (result["raw_lo_ms"] <= result["measured_ms"]) & (
+        result["measured_ms"] <= result["raw_hi_ms"]
+    )
+    return result, conformal_factor(t["score"].to_numpy(), nominal)
+
+
+def coverage_table(result: pd.DataFrame, saturation_req_s: float) -> pd.DataFrame:
+    """Per regime (below / above the measured saturation): statistics, raw and conformal
+    coverage, mean relative widths."""
+    regime = np.where(result["rate"] < saturation_req_s, "below saturation", "above saturation")
+    rows = []
+    for name in ("below saturation", "above saturation"):
+        sub = result[regime == name]
+        if sub.empty:
+            continue
+        rows.append(
+            {
+                "regime": name,
+                "statistics": len(sub),
+                "raw coverage": float(sub["raw_covered"].mean()),
+                "raw width": float(
+                    ((sub["raw_hi_ms"] - sub["raw_lo_ms"]) / sub["measured_ms"]).mean()
+                ),
+                "coverage": float(sub["covered"].mean()),
+                "width": float(((sub["hi_ms"] - sub["lo_ms"]) / sub["measured_ms"]).mean()),
+            }
+        )
+    return pd.DataFrame(rows)
