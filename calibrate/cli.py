@@ -8,6 +8,8 @@ pagesim calibrate import --gpu a100-80gb --splitwise perf_model.csv
                          --origin perf_model.csv=OWNER/REPO@COMMIT --out DIR
 pagesim calibrate fit-serving --records RUN.csv|RESULT.json ... --model M --gpu G
                          --base PROFILE [--padding] --out DIR     (serving_cli.py)
+pagesim calibrate import --gpu rtx-4090 --llmservingsim BUNDLE [--tensor-parallel N]
+                         --origin OWNER/REPO@COMMIT --out DIR
 """
 
 from __future__ import annotations
@@ -62,7 +64,10 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
             "(--attention-gpu) are fitted there and projected, and the profile says so. "
             "--splitwise instead reads Splitwise's whole-iteration times (perf_model.csv) and "
             "fits an iteration-level profile (terms prefill_iteration and decode_iteration over "
-            "a whole step's features), labelled the same way."
+            "a whole step's features), labelled the same way. --llmservingsim reads one of "
+            "LLMServingSim's layer-profile bundles (vLLM's own kernels: attention, the dense "
+            "layers, LM head and sampler of one layer at --tensor-parallel) and fits the "
+            "operator terms on them."
         ),
     )
     imp.add_argument("--gpu", required=True, help="GPU spec the GEMM and CPU tables describe")
@@ -78,6 +83,13 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         help="Splitwise's perf_model.csv: whole-iteration times (not with the Vidur tables)",
     )
     imp.add_argument(
+        "--llmservingsim",
+        default=None,
+        metavar="BUNDLE",
+        help="an LLMServingSim profile folder, profiler/perf/<HARDWARE>/<org>/<model>/<variant>/ "
+        "(meta.yaml, tp<N>/); not with the other tables",
+    )
+    imp.add_argument(
         "--attention-gpu",
         default=None,
         help="GPU spec the attention tables were measured on, if not --gpu (then projected)",
@@ -86,14 +98,16 @@ def _register_import(sub: argparse._SubParsersAction) -> None:
         "--tensor-parallel",
         type=int,
         default=1,
-        help="which rows of the CPU-overhead table to fit (its tensor_parallel_degree; default 1)",
+        help="which rows of the CPU-overhead table to fit (its tensor_parallel_degree), or "
+        "which tp<N>/ folder of an LLMServingSim bundle (default 1)",
     )
     imp.add_argument(
         "--origin",
         action="append",
         default=[],
         metavar="FILE=OWNER/REPO@COMMIT",
-        help="where a table came from (once per table), recorded in the profile",
+        help="where a table came from (once per table), recorded in the profile; with "
+        "--llmservingsim once, OWNER/REPO@COMMIT, for the whole bundle",
     )
     imp.add_argument("--out", required=True, help="output folder (profile.yaml, report.md, plot)")
     imp.add_argument("--seed", type=int, default=0, help="seed of the hold-out split")
@@ -108,8 +122,14 @@ def _import(args: argparse.Namespace) -> int:
     from pagesim.calibrate.external import Source, VidurTables, import_vidur, parse_origins
 
     groups = {k: [Path(p) for p in getattr(args, k)] for k in ("attention", "mlp", "cpu_overheads")}
+    if args.splitwise is not None and args.llmservingsim is not None:
+        from pagesim.errors import ConfigError
+
+        raise ConfigError("calibrate import: give one of --splitwise and --llmservingsim")
     if args.splitwise is not None:
         return _import_splitwise(args, groups)
+    if args.llmservingsim is not None:
+        return _import_llmservingsim(args, groups)
     origins = parse_origins(args.origin, [p for paths in groups.values() for p in paths])
 
     def sources(paths: list[Path]) -> tuple[Source, ...]:
@@ -163,6 +183,52 @@ def _import_splitwise(args: argparse.Namespace, groups: dict) -> int:
     print(f"calibrate import: Splitwise iterations, writing to {args.out}", file=sys.stderr)
     profile, report = import_splitwise(
         Source(path, *origin), args.gpu, Path(args.out), seed=args.seed, command=command
+    )
+    print(f"profile: {profile}")
+    print(f"report: {report}")
+    return 0
+
+
+def _import_llmservingsim(args: argparse.Namespace, groups: dict) -> int:
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from pagesim.calibrate.import_llmservingsim import import_llmservingsim
+    from pagesim.calibrate.llmservingsim import read_bundle
+    from pagesim.errors import ConfigError
+
+    others = [flag for flag, paths in groups.items() if paths]
+    if others or args.attention_gpu:
+        raise ConfigError(
+            "calibrate import: --llmservingsim reads its own bundle and takes no other tables; "
+            f"drop --{(others or ['attention_gpu'])[0].replace('_', '-')}"
+        )
+    if len(args.origin) != 1:
+        raise ConfigError(
+            "--origin: give it once with --llmservingsim, OWNER/REPO@COMMIT for the whole bundle, "
+            "e.g. casys-kaist/LLMServingSim@5daddb2"
+        )
+    repo, at, commit = args.origin[0].rpartition("@")
+    if not at or not repo or not commit or "=" in repo:
+        raise ConfigError(f"--origin {args.origin[0]!r}: expected OWNER/REPO@COMMIT")
+    bundle = read_bundle(Path(args.llmservingsim), args.tensor_parallel, gpu=args.gpu)
+    argv = [
+        "--gpu",
+        args.gpu,
+        "--llmservingsim",
+        bundle.prefix,
+        "--tensor-parallel",
+        str(args.tensor_parallel),
+        f"--origin={args.origin[0]}",
+    ]
+    command = "pagesim calibrate import " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
+    print(
+        f"calibrate import: LLMServingSim {bundle.prefix} TP {bundle.tensor_parallel}, writing to {args.out}",
+        file=sys.stderr,
+    )
+    profile, report = import_llmservingsim(
+        bundle, repo, commit, Path(args.out), seed=args.seed, command=command
     )
     print(f"profile: {profile}")
     print(f"report: {report}")

@@ -155,17 +155,24 @@ def swap(num_blocks: int, block_bytes: int) -> Features:
 
 
 def pointwise_elems_per_token(
-    arch: str, hidden: int, ffn_per_gpu: int, q_dim: int, kv_dim: int
+    arch: str,
+    hidden: int,
+    ffn_per_gpu: int,
+    q_dim: int,
+    kv_dim: int,
+    has_qk_norm: bool = False,
 ) -> int:
     """Elements one token's element-wise kernels of one layer read and write.
 
     LLaMA (vLLM's kernels): two RMSNorms (read + write h each), rotary embedding on q and
-    k (read + write), SiLU-and-mul (read 2f, write f), the residual add (read 2h, write h).
+    k (read + write), SiLU-and-mul (read 2f, write f), the residual add (read 2h, write h);
+    with ``has_qk_norm`` (Qwen3) also the per-head RMSNorms of q and k (read + write).
     OPT: two LayerNorms, ReLU (read + write f), two residual adds (bias adds are fused
     into the GEMMs). ``ffn_per_gpu`` and the q/kv widths are the TP shard's.
     """
     if arch == "llama":
-        return 2 * 2 * hidden + 2 * (q_dim + kv_dim) + 3 * ffn_per_gpu + 3 * hidden
+        elems = 2 * 2 * hidden + 2 * (q_dim + kv_dim) + 3 * ffn_per_gpu + 3 * hidden
+        return elems + (2 * (q_dim + kv_dim) if has_qk_norm else 0)
     return 2 * 2 * hidden + 2 * ffn_per_gpu + 2 * 3 * hidden
 
 

@@ -123,7 +123,7 @@ class CostModel:
         self._lm_head_shape = lm_head_shape(model, tp)
         self._allreduce_bytes_per_token = h * model.dtype_bytes
         self._pointwise_elems_per_token = F.pointwise_elems_per_token(
-            model.arch, h, f // tp, self._num_heads * d, self._num_kv_heads * d
+            model.arch, h, f // tp, self._num_heads * d, self._num_kv_heads * d, model.has_qk_norm
         )
         self._kv_bytes_per_slot_layer = 2 * self._num_kv_heads * d * model.dtype_bytes
         self._layer_linear_cache: dict[int, float] = {}

@@ -48,10 +48,40 @@ def test_weights_match_the_paper_table_1(name, paper_weight_gb):
 
 
 def test_every_model_has_consistent_heads():
+    """head_dim is hidden / heads unless the config sets it (Qwen3: 64 x 128 = 8,192 > 5,120)."""
+    explicit_head_dim = {"qwen3-32b"}
     for m in MODELS.values():
-        assert m.num_heads * m.head_dim == m.hidden_size, m.name
+        if m.name not in explicit_head_dim:
+            assert m.num_heads * m.head_dim == m.hidden_size, m.name
         assert m.num_heads % m.num_kv_heads == 0, m.name
         assert m.arch in ("opt", "llama")
+        assert m.has_qk_norm == (m.name in explicit_head_dim), m.name
+
+
+def test_llama_3_1_8b_and_qwen3_32b_configs():
+    """The checkpoints' config.json values (LLMServingSim's configs/model/, verbatim HF files)."""
+    llama = get_model("llama-3.1-8b")
+    assert (llama.num_layers, llama.hidden_size, llama.num_heads, llama.num_kv_heads) == (
+        32,
+        4096,
+        32,
+        8,
+    )
+    assert (llama.ffn_size, llama.vocab_size, llama.head_dim) == (14336, 128256, 128)
+    assert llama.num_params == get_model("llama-3-8b").num_params
+    qwen = get_model("qwen3-32b")
+    assert (qwen.num_layers, qwen.hidden_size, qwen.num_heads, qwen.num_kv_heads) == (
+        64,
+        5120,
+        64,
+        8,
+    )
+    assert (qwen.head_dim, qwen.ffn_size, qwen.vocab_size) == (128, 25600, 151936)
+    assert qwen.kv_bytes_per_token == 2 * 64 * 8 * 128 * 2  # 256 KiB
+    assert qwen.num_params == pytest.approx(32.8e9, rel=0.005)  # the model card's 32.8B
+    non_embedding = qwen.num_params - 2 * qwen.vocab_size * qwen.hidden_size
+    assert non_embedding == pytest.approx(31.2e9, rel=0.005)  # and its 31.2B
+    assert "qwen3-30b-a3b" not in MODELS  # mixture of experts: not modelled
 
 
 def test_kv_heads_per_gpu_split_replicate_or_reject():
@@ -69,7 +99,20 @@ def test_gpu_datasheet_numbers():
     assert a100.hbm_bw_bytes_s == 1555e9 and a100.fp16_flops == 312e12
     assert get_gpu("h100-sxm").hbm_bw_bytes_s == 3.35e12
     assert get_gpu("h200").hbm_bw_bytes_s == 4.8e12
-    assert set(GPUS) == {"a100-40gb", "a100-80gb", "h100-sxm", "h200"}
+    assert set(GPUS) == {
+        "a100-40gb",
+        "a100-80gb",
+        "h100-sxm",
+        "h200",
+        "rtx-4090",
+        "rtx-pro-6000-server",
+    }
+    rtx = get_gpu("rtx-4090")
+    assert rtx.memory_bytes == 25_250_627_584  # CUDA's total in LLMServingSim's run
+    assert (rtx.hbm_bw_bytes_s, rtx.fp16_flops) == (1008e9, 165.2e12)
+    pro = get_gpu("rtx-pro-6000-server")
+    assert (pro.hbm_bw_bytes_s, pro.fp16_flops) == (1597e9, 503.8e12)
+    assert pro.memory_bytes == 97887 * 2**20
 
 
 def test_unknown_names_list_the_known_ones():
