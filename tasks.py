@@ -5,25 +5,66 @@
     python3 tasks.py test    # set up, then lint and run the test suite
     python3 tasks.py bench   # set up, then run every benchmark under benchmarks/
 
+    python3 tasks.py gpu-wheels      # here: the wheels a GPU machine without an index needs
+    python3 tasks.py gpu-calibrate   # there: calibrate in one call (--dry-run: on a CPU)
+
 Set-up makes a virtual environment in .venv (once) and installs pagesim into it in
 editable mode with the extras the task needs. Extra arguments after the task are
 passed on (``python3 tasks.py run --quick``; ``python3 tasks.py test -k paged``).
+
+The two GPU tasks serve a GPU machine that is lent for minutes and reaches no package
+index, whose Python (3.12) has numpy, pandas, matplotlib, pyyaml, tqdm and CuPy but not
+pagesim's other dependencies (docs/calibration.md, "When a GPU is available"):
+
+- ``gpu-wheels`` downloads those dependencies' wheels for that Python and platform into
+  ``gpu_wheels/`` (not in git), with the CUDA headers of the local toolkit (NVRTC needs
+  ``cuda_fp16.h``; used there only if CuPy finds none) and a manifest.
+- ``gpu-calibrate [--out DIR] [--budget-s S] [--dry-run] [ARGS]`` runs there, with no
+  virtual environment: it installs the carried wheels that this Python lacks into
+  ``build/gpu-site-<python>`` (pip ``--no-index``, or unpacking them where pip is
+  missing or refuses), then runs ``pagesim calibrate``
+  from the sources (``PAGESIM_PURE_PYTHON=1``; the package's folders are found through
+  ``pagesim.__path__``) with a time budget, into DIR (default ``$OUT``), teeing everything
+  to ``DIR/run.log``. ARGS go to ``pagesim calibrate``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tarfile
+import time
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 EXTRAS = {"run": "", "test": "[dev,cluster]", "bench": ""}
+
+GPU_WHEELS = ROOT / "gpu_wheels"
+GPU_SITE = ROOT / "build" / "gpu-site"
+GPU_CUDA_INCLUDE = ROOT / "build" / "cuda-include"
+CUDA_HEADERS = "cuda-include.tar.gz"
+#: the GPU machine's Python, and the dependencies it already has (pyproject names)
+GPU_PYTHON = "3.12"
+GPU_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
+GPU_MACHINE_HAS = ("numpy", "pandas", "matplotlib", "pyyaml", "tqdm")
+GPU_BUDGET_S = 240.0
+#: runs pagesim's CLI from the sources: ``python -c SOURCE_RUN ROOT ARGS...``
+SOURCE_RUN = (
+    "import sys; root = sys.argv.pop(1); import pagesim; pagesim.__path__.append(root); "
+    "from pagesim import _native; "
+    "print(f'pagesim from {pagesim.__path__[0]} ({_native.status})', flush=True); "
+    "from pagesim.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def sh(*cmd: str | Path) -> None:
@@ -72,7 +113,185 @@ def compile_bytecode() -> None:
     sh(BIN / "python", "-m", "compileall", "-q", *sorted(set(package_dirs)))
 
 
+def gpu_requirements() -> list[str]:
+    """pagesim's dependencies that the GPU machine lacks (pyproject's, minus GPU_MACHINE_HAS)."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    name = lambda req: re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower()  # noqa: E731
+    return [d for d in deps if name(d) not in GPU_MACHINE_HAS]
+
+
+def gpu_wheels(argv: list[str]) -> int:
+    """Download the wheels (and pack the CUDA headers) that gpu-calibrate installs there."""
+    python = argv[argv.index("--python-version") + 1] if "--python-version" in argv else GPU_PYTHON
+    GPU_WHEELS.mkdir(exist_ok=True)
+    abi = "cp" + python.replace(".", "")
+    platforms = [arg for p in GPU_PLATFORMS for arg in ("--platform", p)]
+    sh(sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
+       "--python-version", python, "--implementation", "cp", "--abi", abi, *platforms,
+       "--dest", GPU_WHEELS, *gpu_requirements())  # fmt: skip
+    include = _cuda_include()
+    headers = GPU_WHEELS / CUDA_HEADERS
+    if include is not None:
+        with tarfile.open(headers, "w:gz", dereference=True) as tar:
+            tar.add(include, arcname="include")
+    else:
+        print("no CUDA toolkit found here: the CUDA headers are not packed", flush=True)
+    files = sorted(p for p in GPU_WHEELS.iterdir() if p.name != "manifest.json")
+    manifest = {
+        "python": python,
+        "platforms": list(GPU_PLATFORMS),
+        "requirements": gpu_requirements(),
+        "files": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files},
+        "cuda_include_from": str(include) if headers.exists() else None,
+        "source": _git("describe", "--always", "--dirty"),
+    }
+    (GPU_WHEELS / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    size = sum(p.stat().st_size for p in GPU_WHEELS.iterdir())
+    print(f"{GPU_WHEELS.name}/: {len(files)} files, {size / 2**20:.1f} MiB (carry it to the GPU)")
+    return 0
+
+
+def _cuda_include() -> Path | None:
+    """The local CUDA toolkit's include folder ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda)."""
+    roots = [Path(os.environ[k]) for k in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    for root in [*roots, Path("/usr/local/cuda")]:
+        if (root / "include" / "cuda_fp16.h").is_file():
+            return (root / "include").resolve()
+    return None
+
+
+def _git(*args: str) -> str | None:
+    out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class Tee:
+    """Lines to the console and to a log file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _missing_modules(env: dict[str, str]) -> list[str]:
+    """The GPU requirements this Python cannot import (with ``env``'s PYTHONPATH)."""
+    modules = [
+        re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].replace("-", "_") for r in gpu_requirements()
+    ]
+    probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *modules], env=env, capture_output=True, text=True
+    )
+    return out.stdout.split()
+
+
+def install_wheels(
+    wheels: Path, target: Path, log, requirements: list[str] | None = None, use_pip: bool = True
+) -> None:
+    """Install ``requirements`` (default: the GPU ones) from the wheels in ``wheels`` into
+    ``target``, offline: pip ``--no-index``; where this Python has no pip, or pip refuses,
+    unpack every wheel there (pure-Python and manylinux wheels import unpacked)."""
+    target.mkdir(parents=True, exist_ok=True)
+    requirements = gpu_requirements() if requirements is None else requirements
+    if use_pip:
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+               str(wheels), "--target", str(target), "--upgrade", *requirements]  # fmt: skip
+        log("+ " + " ".join(cmd))
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        for line in (proc.stdout + proc.stderr).splitlines():
+            log("  " + line)
+        if proc.returncode == 0:
+            return
+        log(f"pip exit {proc.returncode}: unpacking the wheels instead")
+    for wheel in sorted(wheels.glob("*.whl")):
+        log(f"unpacking {wheel.name} into {target}")
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(target)
+
+
+def gpu_calibrate(argv: list[str]) -> int:
+    """Install what is missing, check, run ``pagesim calibrate`` within a budget (module doc)."""
+    started = time.perf_counter()
+    args = list(argv)
+
+    def take(flag: str, default: str | None) -> str | None:
+        if flag in args:
+            i = args.index(flag)
+            value = args[i + 1]
+            del args[i : i + 2]
+            return value
+        return default
+
+    out = Path(take("--out", os.environ.get("OUT") or str(ROOT / "out" / "gpu-calibrate")))
+    budget = take("--budget-s", str(GPU_BUDGET_S))
+    dry_run = "--dry-run" in args
+    out.mkdir(parents=True, exist_ok=True)
+    log = Tee(out / "run.log")
+    try:
+        log(f"gpu-calibrate: Python {sys.version.split()[0]} at {sys.executable}; output {out}")
+        if shutil.which("nvidia-smi"):
+            query = "name,memory.total,clocks.max.sm,clocks.max.mem,driver_version,power.limit"
+            smi = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv"],
+                                 capture_output=True, text=True)  # fmt: skip
+            for line in (smi.stdout + smi.stderr).splitlines():
+                log("  nvidia-smi: " + line)
+        elif not dry_run:
+            log("  no nvidia-smi on PATH")
+        env = dict(os.environ)
+        path = [str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = os.pathsep.join(path)
+        missing = _missing_modules(env)
+        if missing:  # from the carried wheels, in a folder of this Python's own
+            site = GPU_SITE.with_name(f"{GPU_SITE.name}-{sys.implementation.cache_tag}")
+            env["PYTHONPATH"] = os.pathsep.join([str(site), *path])
+            if _missing_modules(env):
+                if not GPU_WHEELS.is_dir():
+                    raise SystemExit(
+                        f"this Python lacks {missing} and {GPU_WHEELS.name}/ is absent: run "
+                        "`python3 tasks.py gpu-wheels` where there is an index, and carry it"
+                    )
+                install_wheels(GPU_WHEELS, site, log)
+            still = _missing_modules(env)
+            if still:
+                raise SystemExit(f"after installing the carried wheels, still missing: {still}")
+        log(f"dependencies: importable ({', '.join(gpu_requirements())})")
+        headers = GPU_WHEELS / CUDA_HEADERS
+        if headers.is_file() and not dry_run:
+            with tarfile.open(headers) as tar:
+                tar.extractall(GPU_CUDA_INCLUDE, filter="data")
+            env["PAGESIM_NVRTC_INCLUDE"] = str(GPU_CUDA_INCLUDE / "include")
+        env.update(PAGESIM_PURE_PYTHON="1", MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+        env.setdefault("MPLCONFIGDIR", str(ROOT / "build" / "mplconfig"))
+        cmd = [sys.executable, "-c", SOURCE_RUN, str(ROOT), "calibrate", "--out", str(out),
+               "--budget-s", budget, *args]  # fmt: skip
+        log("+ pagesim " + " ".join(cmd[4:]))
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log(line.rstrip("\n"))
+        code = proc.wait()
+        files = sorted(p for p in out.iterdir() if p.is_file())
+        log("output: " + ", ".join(f"{p.name} ({p.stat().st_size / 1024:.0f} KiB)" for p in files))
+        log(f"gpu-calibrate: exit {code} after {time.perf_counter() - started:.0f} s")
+        return code
+    finally:
+        log.close()
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "gpu-wheels":
+        return gpu_wheels(argv[1:])
+    if argv and argv[0] == "gpu-calibrate":
+        return gpu_calibrate(argv[1:])
     if not argv or argv[0] not in EXTRAS:
         print(__doc__)
         return 2

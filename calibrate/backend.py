@@ -24,6 +24,15 @@ class DeviceInfo:
     software: dict[str, str] = field(default_factory=dict)
     #: the pagesim GPU spec key, when the backend knows it (otherwise guessed from name and memory)
     gpu_spec: str | None = None
+    memory_bus_width_bits: int | None = None
+
+    @property
+    def peak_memory_bytes_per_s(self) -> float | None:
+        """The memory's peak bandwidth from its clock and bus width (double data rate:
+        two transfers a clock), as the device reports them; None if it reports neither."""
+        if not self.memory_clock_mhz or not self.memory_bus_width_bits:
+            return None
+        return 2.0 * self.memory_clock_mhz * 1e6 * self.memory_bus_width_bits / 8
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,6 +1,6 @@
 """``pagesim calibrate``: time the kernels on this GPU and fit a profile; ``report`` rebuilds.
 
-pagesim calibrate --model opt-13b --out DIR [--quick] [--seed N]
+pagesim calibrate --model opt-13b --out DIR [--quick] [--seed N] [--budget-s S] [--dry-run]
 pagesim calibrate report DIR
 pagesim calibrate import --gpu a100-80gb --attention F --mlp F [F ...] --cpu-overheads F
                          --origin FILE=OWNER/REPO@COMMIT ... --out DIR
@@ -39,6 +39,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the grid, inputs and hold-out split"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="time the shapes most useful first and stop after S seconds of timing; "
+        "still fit and write everything (default: time every shape)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="every step but the timing, without a GPU: the kernel check on the CPU (host "
+        "shim, needs g++) and times from a synthetic profile (a clock that only the "
+        "synthetic device advances, so a budget is spent as on a GPU); labelled synthetic",
+    )
+    parser.add_argument(
+        "--host-build-dir",
+        default=None,
+        metavar="DIR",
+        help="--dry-run: where the kernels are compiled for the CPU (default: a folder in "
+        "the system's temporary directory, reused while the sources are unchanged)",
     )
     parser.set_defaults(func=_run)
     sub = parser.add_subparsers(dest="calibrate_command", metavar="{report,import,fit-serving}")
@@ -237,29 +259,62 @@ def _import_llmservingsim(args: argparse.Namespace, groups: dict) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import sys
+    import time
     from pathlib import Path
 
     import numpy as np
 
-    from pagesim.calibrate.cupy_backend import CupyBackend
     from pagesim.calibrate.models import model_dims
     from pagesim.calibrate.pipeline import DEFAULT_PROFILES_DIR, calibrate, gpu_dir_name
+    from pagesim.calibrate.selfcheck import KernelCheckError, summary_line
 
     dims = model_dims(args.model)
     rng = np.random.default_rng(args.seed)
-    backend = CupyBackend(rng)
+    backend, clock, checks, checked_on = (_dry_run if args.dry_run else _on_gpu)(args, rng)
+    print(summary_line(checks) if checks else "kernel check: skipped (no g++ for the host shim)")
+    for c in checks:
+        if not c.passed:
+            print(f"  {c.name}: {c.error or f'max abs error {c.max_abs_err:.3g}'}", flush=True)
+    if any(c.error for c in checks):
+        raise KernelCheckError(
+            "calibrate: a kernel failed to run in the check, so nothing was timed: "
+            + next(f"{c.name}: {c.error}" for c in checks if c.error)
+        )
     name = backend.device_info().name
     out = Path(args.out) if args.out else DEFAULT_PROFILES_DIR / gpu_dir_name(name)
-    command = f"pagesim calibrate --model {args.model} --out {out}{' --quick' if args.quick else ''} --seed {args.seed}"
+    flags = "".join(
+        flag
+        for flag, on in (
+            (" --quick", args.quick),
+            (f" --budget-s {args.budget_s:g}", args.budget_s is not None),
+            (" --dry-run", args.dry_run),
+        )
+        if on
+    )
+    command = f"pagesim calibrate --model {args.model} --out {out}{flags} --seed {args.seed}"
+    start = clock()
 
     def progress(done: int, total: int) -> None:
         if done == total or done % max(total // 20, 1) == 0:
-            print(f"calibrate: {done}/{total} shapes timed", file=sys.stderr, flush=True)
+            elapsed = f", {clock() - start:.0f} s" if args.budget_s is not None else ""
+            print(f"calibrate: {done}/{total} shapes{elapsed}", file=sys.stderr, flush=True)
 
     print(f"calibrate: {name}, model {args.model}, writing to {out}", file=sys.stderr)
+    started = time.perf_counter()
     outputs = calibrate(
-        dims, backend, out, rng, quick=args.quick, command=command, on_progress=progress
+        dims,
+        backend,
+        out,
+        rng,
+        quick=args.quick,
+        command=command,
+        on_progress=progress,
+        budget_s=args.budget_s,
+        clock=clock,
+        checks=checks,
+        checked_on=checked_on,
     )
+    print(f"calibrate: done in {time.perf_counter() - started:.0f} s of wall time", file=sys.stderr)
     for label, path in (
         ("profile", outputs.profile),
         ("report", outputs.report),
@@ -270,6 +325,51 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{label}: {path}")
     print(f"use it with `hardware.profile: {outputs.profile}` in an experiment YAML")
     return 0
+
+
+def _on_gpu(args: argparse.Namespace, rng):
+    """CuPy on the current GPU, the wall clock, and the kernel check on the device."""
+    import time
+
+    from pagesim.calibrate.cupy_backend import CupyBackend
+    from pagesim.calibrate.selfcheck import check_kernels
+
+    backend = CupyBackend(rng)
+    cp = backend.cp
+    checks = check_kernels(backend.kernels, cp, cp.asnumpy, seed=args.seed)
+    return backend, time.perf_counter, checks, "device"
+
+
+def _dry_run(args: argparse.Namespace, rng):
+    """The synthetic device on a simulated clock, and the kernel check on the host shim."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    import numpy as np
+
+    from pagesim.calibrate.budget import SimulatedClock
+    from pagesim.calibrate.cupy_ops import Kernels
+    from pagesim.calibrate.host_kernels import HostLauncher, build_harness, find_cxx
+    from pagesim.calibrate.selfcheck import check_kernels
+    from pagesim.calibrate.sources import SOURCE_TO_KERNELS
+    from pagesim.calibrate.synthetic import SyntheticBackend, reference_profile
+
+    clock = SimulatedClock()
+    backend = SyntheticBackend(reference_profile(), rng, clock=clock)
+    checks = []
+    if find_cxx() is not None:
+        tmp = Path(tempfile.gettempdir())
+        build_dir = (
+            Path(args.host_build_dir) if args.host_build_dir else tmp / "pagesim-host-kernels"
+        )
+        with ThreadPoolExecutor() as pool:  # one g++ per source, side by side
+            builds = {f: pool.submit(build_harness, f, build_dir) for f in SOURCE_TO_KERNELS}
+            harnesses = {f: b.result() for f, b in builds.items()}
+        with tempfile.TemporaryDirectory(prefix="pagesim-launches-") as work:
+            kernels = Kernels(np, launch=HostLauncher(harnesses, Path(work)))
+            checks = check_kernels(kernels, np, np.asarray, seed=args.seed)
+    return backend, clock, checks, "host"
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -49,16 +49,78 @@ def use_partitioned(max_context: int, num_seqs: int, num_heads: int) -> bool:
 
 
 class CupyLauncher:
-    """Launches through CuPy ``RawModule`` (NVRTC), one module per source, compiled once."""
+    """Launches through CuPy ``RawModule`` (NVRTC), one module per source, compiled once.
 
-    def __init__(self, cp: Any) -> None:
+    ``include_dirs`` are passed to NVRTC as ``-I`` (empty: CuPy finds the CUDA headers
+    itself); see :func:`compile_launcher` for when they are needed.
+    """
+
+    def __init__(self, cp: Any, include_dirs: Sequence[str] = ()) -> None:
+        options = ("-std=c++17", *(f"-I{d}" for d in include_dirs))
+        self.include_dirs = tuple(include_dirs)
         self.modules = {
-            name: cp.RawModule(code=read_source(name), options=("-std=c++17",))
+            name: cp.RawModule(code=read_source(name), options=options)
             for name in SOURCE_TO_KERNELS
         }
 
+    def compile(self) -> None:
+        """Compile every module now (CuPy may compile on the first launch otherwise)."""
+        for name, module in self.modules.items():
+            if hasattr(module, "compile"):
+                module.compile()
+            else:
+                module.get_function(SOURCE_TO_KERNELS[name][0])
+
     def __call__(self, source, kernel, grid, block, args, shared_mem=0) -> None:
         self.modules[source].get_function(kernel)(grid, block, tuple(args), shared_mem=shared_mem)
+
+
+#: lists CUDA include folders to try when NVRTC cannot find cuda_fp16.h by itself
+#: (``os.pathsep``-separated; ``tasks.py gpu-calibrate`` points it at the headers it carries)
+INCLUDE_ENV = "PAGESIM_NVRTC_INCLUDE"
+
+
+def cuda_include_candidates() -> list[list[str]]:
+    """Folders with ``cuda_fp16.h`` (each with its ``cccl`` folder, where CUDA 13 keeps
+    ``nv/target``): those in ``$PAGESIM_NVRTC_INCLUDE``, ``$CUDA_PATH``, ``$CUDA_HOME``,
+    /usr/local/cuda, then the NVIDIA wheels in site-packages. Each is one set of -I dirs."""
+    import os
+    import site
+    import sysconfig
+    from pathlib import Path
+
+    roots = [Path(d) for d in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if d]
+    roots += [
+        Path(os.environ[k]) / "include" for k in ("CUDA_PATH", "CUDA_HOME") if k in os.environ
+    ]
+    roots.append(Path("/usr/local/cuda/include"))
+    for packages in dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()]):
+        for sub in ("cu13", "cuda_runtime", "cu12", "cuda_nvrtc"):
+            roots.append(Path(packages) / "nvidia" / sub / "include")
+    found = []
+    for root in dict.fromkeys(roots):
+        if (root / "cuda_fp16.h").is_file():
+            found.append([str(root)] + ([str(root / "cccl")] if (root / "cccl").is_dir() else []))
+    return found
+
+
+def compile_launcher(cp: Any) -> CupyLauncher:
+    """A compiled :class:`CupyLauncher`: as CuPy configures NVRTC, else with the first set of
+    :func:`cuda_include_candidates` that compiles (a CuPy wheel without the CUDA headers);
+    raises the first compile error when none does."""
+    try:
+        launcher = CupyLauncher(cp)
+        launcher.compile()
+        return launcher
+    except Exception as first:  # noqa: BLE001 - CompileException; retried with headers below
+        for dirs in cuda_include_candidates():
+            try:
+                launcher = CupyLauncher(cp, dirs)
+                launcher.compile()
+                return launcher
+            except Exception:  # noqa: BLE001 - the next candidate may compile
+                continue
+        raise first
 
 
 class Kernels:
@@ -66,7 +128,7 @@ class Kernels:
 
     def __init__(self, xp: Any, launch: Launcher | None = None) -> None:
         self.cp = xp
-        self.launch = launch if launch is not None else CupyLauncher(xp)
+        self.launch = launch if launch is not None else compile_launcher(xp)
 
     def paged_attention(
         self, out, q, k_cache, v_cache, block_tables, context_lens, max_context, partitioned=None

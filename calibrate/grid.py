@@ -12,7 +12,16 @@ sides. The grid, for one model's layer (plain dims, :class:`~pagesim.calibrate.m
   (GQA, head dims 64/80/96) so that per-block and per-byte costs are separable;
 - prefill attention: batches of equal-length prompts (no cached prefix);
 - gemm: the model's four linear layers at token counts 1 to 4096 (both roofline regimes);
-- kv_write: token counts x head configurations; block_copy and swap: block counts x sizes.
+- kv_write: token counts x head configurations; block_copy and swap: block counts x sizes;
+- for the report (``compare``): a block-size sweep of paged decode attention at the model's
+  heads (every block size of ``BLOCK_SIZES`` at a few batch x context shapes, uniform and
+  skewed mixes: achieved bandwidth by block size), the single-pass and the partitioned
+  kernel forced at the same shapes (the variant vLLM's rule would not pick there is timed
+  but not fitted, ``Case.in_fit``), and the layer and LM-head GEMMs of the models in
+  ``gemm_models`` (the simulator's own shapes, ``costmodel.model.layer_gemm_shapes``).
+
+A paged case's ``kernel`` names the variant that runs (``paged_v1`` single pass,
+``paged_v2`` partitioned): vLLM's rule (``cupy_ops.use_partitioned``) unless forced.
 
 Shapes whose KV cache (for the core set: the contiguous twin's, padded to the longest
 sequence) would exceed ``max_kv_bytes`` are not planned (the limit keeps the
@@ -26,14 +35,21 @@ from typing import Any
 
 import numpy as np
 
+from pagesim.calibrate.cupy_ops import use_partitioned
 from pagesim.calibrate.models import ModelDims
 from pagesim.calibrate.sources import HEAD_DIMS
 from pagesim.simulator.costmodel import features as F
+from pagesim.simulator.costmodel.model import layer_gemm_shapes, lm_head_shape
+from pagesim.simulator.specs import get_model
 
 DTYPE_BYTES = 2
 MAX_CONTEXT = 8192
 CORE_BLOCK_SIZE = 16
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: shape ids of the seeded random sample start with this (the rest are planned shapes)
+SAMPLE_PREFIX = "rand"
+#: names of the simulator's four GEMMs of a layer (``layer_gemm_shapes`` order)
+LAYER_GEMM_NAMES = ("qkv", "out", "up", "down")
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,9 @@ class Case:
     shape_id: str
     params: dict[str, Any] = field(hash=False)
     features: F.Features
+    #: False for a shape timed for the report only, not fitted (a kernel variant that
+    #: vLLM's rule would not run there)
+    in_fit: bool = True
 
 
 @dataclass(frozen=True)
@@ -59,18 +78,28 @@ class GridSpec:
     copy_num_blocks: tuple[int, ...]
     copy_block_sizes: tuple[int, ...]
     max_kv_bytes: float = 8e9
+    #: (batch, mean context) shapes swept over every block size, uniform and skewed
+    block_sweep: tuple[tuple[int, int], ...] = ()
+    #: (batch, context) shapes timed with the single-pass and with the partitioned kernel
+    variant_pairs: tuple[tuple[int, int], ...] = ()
+    #: models (``simulator.specs.MODELS``) whose layer and LM-head GEMMs are timed
+    gemm_models: tuple[str, ...] = ()
 
 
 FULL_GRID = GridSpec(
     batch_sizes=(1, 4, 16, 32, 64, 128, 256),
     context_lens=(1, 64, 256, 1024, 2048, 4096),
-    num_random_decode=150,
+    num_random_decode=400,
     prefill_batches=(1, 2, 4, 8),
     prefill_lens=(16, 64, 128, 256, 512, 1024, 2048),
     gemm_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
     kv_write_tokens=(1, 4, 16, 64, 256, 1024, 4096),
     copy_num_blocks=(1, 4, 16, 64, 256, 1024),
     copy_block_sizes=(8, 16, 32, 128),
+    block_sweep=((8, 4096), (64, 1024), (64, 4096)),
+    variant_pairs=((1, 1024), (1, 4096), (4, 2048), (8, 4096), (16, 2048), (64, 2048), (256, 1024)),
+    # the models of the shipped experiments (tests/calibrate/test_gpu_task.py checks)
+    gemm_models=("opt-13b", "llama-13b", "llama-2-7b"),
 )
 
 QUICK_GRID = GridSpec(
@@ -102,8 +131,12 @@ def context_mix(mean_len: int, batch: int, mix: str, rng: np.random.Generator) -
     return tuple(int(x) for x in lens)
 
 
-def _decode_cases(shape_id, lens, mix, block_size, heads, with_twin) -> list[Case]:
+def _decode_cases(
+    shape_id, lens, mix, block_size, heads, with_twin, partitioned: bool | None = None
+) -> list[Case]:
+    """A paged case (and its contiguous twin); ``partitioned`` forces the kernel variant."""
     nh, nkv, hd = heads
+    by_rule = use_partitioned(max(lens), len(lens), nh)
     params = {
         "batch": len(lens),
         "context_mix": mix,
@@ -112,14 +145,16 @@ def _decode_cases(shape_id, lens, mix, block_size, heads, with_twin) -> list[Cas
         "num_heads": nh,
         "num_kv_heads": nkv,
         "head_dim": hd,
+        "partitioned": by_rule if partitioned is None else partitioned,
     }
     cases = [
         Case(
             "paged_decode_attention",
-            "paged",
+            "paged_v2" if params["partitioned"] else "paged_v1",
             shape_id,
             params,
             F.decode_attention(lens, nh, nkv, hd, block_size, DTYPE_BYTES),
+            in_fit=params["partitioned"] == by_rule,
         )
     ]
     if with_twin:
@@ -128,7 +163,7 @@ def _decode_cases(shape_id, lens, mix, block_size, heads, with_twin) -> list[Cas
                 "contiguous_decode_attention",
                 "contiguous",
                 shape_id,
-                {**params, "block_size": max(lens)},
+                {**params, "block_size": max(lens), "partitioned": False},
                 F.decode_attention(lens, nh, nkv, hd, max(lens), DTYPE_BYTES),
             )
         )
@@ -161,7 +196,7 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
         bs = int(rng.choice(BLOCK_SIZES))
         lens = context_mix(c, b, mix, rng)
         if _kv_bytes(lens, heads) <= spec.max_kv_bytes:
-            cases += _decode_cases(f"rand{i}", lens, mix, bs, heads, False)
+            cases += _decode_cases(f"{SAMPLE_PREFIX}{i}", lens, mix, bs, heads, False)
     for b in spec.prefill_batches:
         for q in spec.prefill_lens:
             lens = [q] * b
@@ -190,7 +225,7 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
                     "gemm",
                     "cupy_matmul",
                     f"gemm-{layer}-m{m}",
-                    {"layer": layer, "m": m, "k": k, "n": n},
+                    {"layer": layer, "model": dims.name, "m": m, "k": k, "n": n},
                     F.gemm(m, k, n, DTYPE_BYTES),
                 )
             )
@@ -232,4 +267,53 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
             cases.append(
                 Case("swap", "memcpy_pinned", f"swap-n{nb}-bs{bs}", params, F.swap(nb, block_bytes))
             )
+    return cases + _report_cases(dims, spec, rng, cases)
+
+
+def _report_cases(
+    dims: ModelDims, spec: GridSpec, rng: np.random.Generator, planned: list[Case]
+) -> list[Case]:
+    """The block-size sweep, the kernel-variant pairs and the models' GEMMs (module doc)."""
+    cases: list[Case] = []
+    heads = (dims.num_heads, dims.num_kv_heads, dims.head_dim)
+    for b, c in spec.block_sweep:
+        for mix in ("uniform", "skewed"):
+            lens = context_mix(c, b, mix, rng)
+            if _kv_bytes(lens, heads) <= spec.max_kv_bytes:
+                for bs in BLOCK_SIZES:
+                    cases += _decode_cases(
+                        f"bsweep-b{b}-c{c}-{mix}-bs{bs}", lens, mix, bs, heads, False
+                    )
+    for b, c in spec.variant_pairs:
+        lens = (c,) * b
+        if _kv_bytes(lens, heads) <= spec.max_kv_bytes:
+            for v, partitioned in (("v1", False), ("v2", True)):
+                cases += _decode_cases(
+                    f"variant-b{b}-c{c}-{v}",
+                    lens,
+                    "uniform",
+                    CORE_BLOCK_SIZE,
+                    heads,
+                    False,
+                    partitioned,
+                )
+    seen = {(c.params["k"], c.params["n"]) for c in planned if c.term == "gemm"}
+    for name in spec.gemm_models:
+        model = get_model(name)
+        layers = dict(zip(LAYER_GEMM_NAMES, layer_gemm_shapes(model, 1), strict=True))
+        layers["lm_head"] = lm_head_shape(model, 1)
+        for layer, (k, n) in layers.items():
+            if (k, n) in seen:
+                continue
+            seen.add((k, n))
+            for m in spec.gemm_tokens:
+                cases.append(
+                    Case(
+                        "gemm",
+                        "cupy_matmul",
+                        f"gemm-{name}-{layer}-m{m}",
+                        {"layer": layer, "model": name, "m": m, "k": k, "n": n},
+                        F.gemm(m, k, n, DTYPE_BYTES),
+                    )
+                )
     return cases

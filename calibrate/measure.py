@@ -1,8 +1,10 @@
 """Run a planned grid on a backend and keep every measurement as one CSV row.
 
-Columns: the case (term, kernel, shape_id, params as JSON, and the parameters the report
-selects on), every feature of ``costmodel.features`` (bytes, flops, blocks, seqs, tokens)
-and the timing statistics (median_s, iqr_s, min_s, mean_s, num_repeats, is_converged).
+Columns: the case (term, kernel, shape_id, params as JSON, the parameters the report
+selects on, and ``in_fit``: False for a row timed for the report only), every feature of
+``costmodel.features`` (bytes, flops, blocks, seqs, tokens) and the timing statistics
+(median_s, iqr_s, min_s, mean_s, num_repeats, is_converged; a budgeted run adds
+``wall_s``, the seconds the row took to set up and time).
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ from pagesim.errors import DataError
 
 MEASUREMENTS_CSV = "measurements.csv"
 FEATURE_COLUMNS = ("bytes", "flops", "blocks", "seqs", "tokens")
-SELECT_COLUMNS = ("batch", "block_size", "num_heads", "num_kv_heads", "head_dim", "context_mix")
+SELECT_COLUMNS = (
+    "batch",
+    "block_size",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "context_mix",
+    "model",
+    "layer",
+)
 REQUIRED_COLUMNS = ("term", "kernel", "shape_id", *FEATURE_COLUMNS, "median_s", "iqr_s")
 
 
 def case_row(case: Case) -> dict:
     row = {"term": case.term, "kernel": case.kernel, "shape_id": case.shape_id}
+    row["in_fit"] = case.in_fit
     row["params_json"] = json.dumps(case.params, sort_keys=True)
     for key in SELECT_COLUMNS:
         row[key] = case.params.get(key)
@@ -71,4 +83,7 @@ def load_measurements(path: Path) -> pd.DataFrame:
     if (df["median_s"] <= 0).any() or df["median_s"].isna().any():
         bad = int(df.index[(df["median_s"] <= 0) | df["median_s"].isna()][0])
         raise DataError(f"{path}: row {bad + 2}: median_s must be a positive number")
+    if "in_fit" not in df.columns:  # written before report-only rows existed: all fitted
+        df["in_fit"] = True
+    df["in_fit"] = df["in_fit"].astype(bool)
     return df

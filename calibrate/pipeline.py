@@ -2,20 +2,27 @@
 
 Files written into the output folder:
 
-- ``measurements.csv``: one row per timed shape (``measure`` lists the columns);
-- ``calibration.json``: device, copy bandwidth, command, date, model, timing policy and the
-  fit seed, everything ``rebuild_report`` needs besides the CSV;
+- ``measurements.csv``: one row per timed shape (``measure`` lists the columns); with a
+  time budget it is also saved while the timing runs (``budget``), so a run stopped from
+  outside leaves its timings;
+- ``calibration.json``: device, copy bandwidth, command, date, model, timing policy, the
+  fit seed, the budget's summary and the kernel check, everything ``rebuild_report`` needs
+  besides the CSV;
 - ``profile.yaml``: the fitted terms (schema ``pagesim.simulator.costmodel.profile``),
   re-read with ``load_profile`` before returning so a profile that fails the schema is
   never left behind as valid;
-- ``report.md`` and ``fit_predicted_vs_measured.png``.
+- ``report.md``, ``fit_predicted_vs_measured.png`` and ``decode_bandwidth.png``.
+
+Rows timed for the report only (``in_fit`` False) are in the CSV and the report's
+comparisons, never in the fit or the targets.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,16 +31,20 @@ import numpy as np
 import pandas as pd
 
 from pagesim.calibrate.backend import Backend
+from pagesim.calibrate.budget import priority_order, run_budgeted
 from pagesim.calibrate.fit import TermFit, fit_all
 from pagesim.calibrate.grid import FULL_GRID, QUICK_GRID, plan_grid
 from pagesim.calibrate.measure import load_measurements, run_plan, save_measurements
 from pagesim.calibrate.models import ModelDims, closest_gpu_spec
 from pagesim.calibrate.report import count_not_converged, write_report
+from pagesim.calibrate.selfcheck import KernelCheck
 from pagesim.calibrate.synthetic import SYNTHETIC_GPU_NAME
 from pagesim.calibrate.targets import compute_targets
 from pagesim.calibrate.timing import QUICK_POLICY, TimingPolicy
-from pagesim.errors import DataError
+from pagesim.errors import ConfigError, DataError
+from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import Profile, load_profile
+from pagesim.simulator.specs import GPUS
 
 META_JSON = "calibration.json"
 PROFILE_YAML = "profile.yaml"
@@ -57,9 +68,16 @@ def gpu_dir_name(device_name: str) -> str:
 def build_profile(meta: dict[str, Any], fits: dict[str, TermFit]) -> Profile:
     dev = meta["device"]
     is_synthetic = dev["name"] == SYNTHETIC_GPU_NAME
+    budget = meta.get("budget")
+    cut = (
+        f"; a {budget['budget_s']:.0f} s budget timed {budget['num_timed']} of "
+        f"{budget['num_planned']} planned shapes"
+        if budget
+        else ""
+    )
     notes = (
         f"Fitted on {sum(f.num_points for f in fits.values())} measurements "
-        f"({'quick' if meta['quick'] else 'full'} grid, model {meta['model']}); "
+        f"({'quick' if meta['quick'] else 'full'} grid, model {meta['model']}{cut}); "
         "terms are per layer; step_overhead is not measured by calibrate."
     )
     if is_synthetic:
@@ -82,15 +100,16 @@ def build_profile(meta: dict[str, Any], fits: dict[str, TermFit]) -> Profile:
 def _finish(
     out_dir: Path, df: pd.DataFrame, meta: dict[str, Any]
 ) -> tuple[dict[str, TermFit], Path, Path]:
-    fits = fit_all(df, np.random.default_rng(meta["fit_seed"]))
-    targets = compute_targets(df, fits, meta["copy_bandwidth_bytes_per_s"])
+    fitted = df[df["in_fit"]]
+    fits = fit_all(fitted, np.random.default_rng(meta["fit_seed"]))
+    targets = compute_targets(fitted, fits, meta["copy_bandwidth_bytes_per_s"])
     meta = {
         **meta,
         "num_not_converged": count_not_converged(df["is_converged"].to_numpy())
         if "is_converged" in df
         else 0,
     }
-    report, plot = write_report(out_dir, meta, fits, targets, len(df))
+    report, plot = write_report(out_dir, meta, fits, targets, df)
     return fits, report, plot
 
 
@@ -102,17 +121,28 @@ def calibrate(
     quick: bool = False,
     command: str = "",
     on_progress: Callable[[int, int], None] | None = None,
+    *,
+    budget_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    checks: Sequence[KernelCheck] = (),
+    checked_on: str = "device",
 ) -> CalibrationOutputs:
+    """Plan the grid, time it on ``backend``, fit and write the folder (module docstring).
+
+    ``budget_s``: time the shapes in ``budget.priority_order`` until that many seconds of
+    ``clock`` are spent (None: every shape, in plan order). ``checks``: the kernel check
+    run before (``selfcheck``), recorded with where it ran (``device`` or ``host``).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     policy = QUICK_POLICY if quick else TimingPolicy()
     info = backend.device_info()
+    gpu_spec = info.gpu_spec or closest_gpu_spec(info.name, info.memory_bytes)
     copy_bw = backend.copy_bandwidth_bytes_per_s(policy)
     cases = plan_grid(dims, QUICK_GRID if quick else FULL_GRID, rng)
-    df = run_plan(cases, backend, policy, on_progress)
     meta = {
         "device": info.as_dict(),
-        "gpu_spec": info.gpu_spec or closest_gpu_spec(info.name, info.memory_bytes),
+        "gpu_spec": gpu_spec,
         "copy_bandwidth_bytes_per_s": copy_bw,
         "command": command,
         "date": datetime.date.today().isoformat(),
@@ -120,9 +150,32 @@ def calibrate(
         "quick": quick,
         "timing": asdict(policy),
         "fit_seed": int(rng.integers(2**31)),
+        **({"checks": [c.as_dict() for c in checks], "checked_on": checked_on} if checks else {}),
     }
-    meas_path = save_measurements(df, out_dir)
     meta_path = out_dir / META_JSON
+    if budget_s is None:
+        df = run_plan(cases, backend, policy, on_progress)
+    else:
+        # written before the timing too: a run stopped from outside leaves a folder that
+        # `pagesim calibrate report` fits (the rows of the last checkpoint)
+        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+        df, summary = run_budgeted(
+            priority_order(cases, rng),
+            backend,
+            policy,
+            budget_s,
+            analytic_profile(GPUS[gpu_spec]),
+            clock=clock,
+            on_progress=on_progress,
+            checkpoint=lambda rows: save_measurements(rows, out_dir),
+        )
+        meta["budget"] = summary.as_dict()
+        if df.empty:
+            raise ConfigError(
+                f"calibrate: a {budget_s:g} s budget timed no shape (the first was estimated "
+                "to take longer); give a larger --budget-s"
+            )
+    meas_path = save_measurements(df, out_dir)
     meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
     meta = json.loads(meta_path.read_text())
     # fit what was saved, so that `rebuild_report` on the folder reproduces it exactly

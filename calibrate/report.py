@@ -1,7 +1,12 @@
-"""report.md and the predicted-vs-measured plots, from the measurements and the fits.
+"""report.md and its plots, from the measurements and the fits.
 
 Drawn from saved results only (the measurements CSV and the run's metadata), so
-``pagesim calibrate report DIR`` rebuilds them without a GPU.
+``pagesim calibrate report DIR`` rebuilds them without a GPU. The report holds the run's
+description, the targets, the fits, and what the timings answer (``compare``: held-out
+error by term, achieved decode bandwidth against the HBM peak, the model's shapes, the
+kernel variants, the GEMMs by model, the fitted profile beside the shipped and the
+analytic one); the plots are the fits' predicted vs measured times and the decode
+bandwidth.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from pagesim.calibrate.compare import BANDWIDTH_PNG, plot_decode_bandwidth, render_comparisons
 from pagesim.calibrate.fit import TermFit
 from pagesim.calibrate.targets import Target
 
@@ -67,16 +74,54 @@ def _rates(coefficients: dict[str, float]) -> str:
     return ", ".join(parts) or "—"
 
 
+def _budget(meta: dict[str, Any]) -> list[str]:
+    b = meta.get("budget")
+    if not b:
+        return []
+    skipped = b["skipped_by_term"]
+    not_timed = (
+        "every planned shape was timed"
+        if not skipped
+        else "not timed for lack of time: "
+        + ", ".join(f"{n} {term}" for term, n in skipped.items())
+    )
+    return [
+        f"- budget: {b['budget_s']:.0f} s of timing, {b['spent_s']:.0f} s spent; "
+        f"{b['num_timed']} of {b['num_planned']} planned shapes timed (estimated beforehand: "
+        f"{b['estimated_plan_s']:.0f} s for all); {not_timed}"
+    ]
+
+
+def _checks(meta: dict[str, Any]) -> list[str]:
+    checks = meta.get("checks")
+    if not checks:
+        return []
+    failed = [c for c in checks if not c["passed"]]
+    where = "on the host shim (CPU)" if meta.get("checked_on") == "host" else "on the device"
+    if not failed:
+        return [f"- kernel check {where}: all {len(checks)} checks match the numpy references"]
+    why = lambda c: c["error"] or f"max abs error {c['max_abs_err']:.3g}"  # noqa: E731
+    return [
+        f"- kernel check {where}: **{len(failed)} of {len(checks)} failed**: "
+        + "; ".join(f"{c['name']} ({why(c)})" for c in failed)
+    ]
+
+
 def render_report(
-    meta: dict[str, Any], fits: dict[str, TermFit], targets: list[Target], num_rows: int
+    meta: dict[str, Any], fits: dict[str, TermFit], targets: list[Target], df: pd.DataFrame
 ) -> str:
     dev = meta["device"]
+    num_report_only = int((~df["in_fit"]).sum())
     lines = [
         f"# Calibration report: {dev['name']}",
         "",
         f"- command: `{meta['command']}`",
         f"- date: {meta['date']}; model: {_model(meta['model'])}; grid: {'quick' if meta['quick'] else 'full'}, "
-        f"{num_rows} measurements; fit seed {meta['fit_seed']}",
+        f"{len(df)} measurements"
+        + (f" ({num_report_only} for the report only, not fitted)" if num_report_only else "")
+        + f"; fit seed {meta['fit_seed']}",
+        *_budget(meta),
+        *_checks(meta),
         f"- device: {dev['name']}, SM clock {_fmt(dev.get('sm_clock_mhz'), ' MHz', spec='.0f')}, "
         f"memory clock {_fmt(dev.get('memory_clock_mhz'), ' MHz', spec='.0f')}, "
         f"L2 {_fmt(dev.get('l2_bytes'), ' MiB', 1 / 2**20, '.0f')}, memory {_fmt(dev.get('memory_bytes'), ' GiB', 1 / 2**30, '.0f')}",
@@ -117,6 +162,7 @@ def render_report(
         "Terms not measured here (step_overhead) come from the analytic profile when the simulator loads this one; "
         "the optional pointwise term (element-wise kernels) is not timed here and costs nothing without it.",
         "",
+        render_comparisons(df, meta, fits),
     ]
     return "\n".join(lines)
 
@@ -126,12 +172,15 @@ def write_report(
     meta: dict[str, Any],
     fits: dict[str, TermFit],
     targets: list[Target],
-    num_rows: int,
+    df: pd.DataFrame,
 ) -> tuple[Path, Path]:
+    """report.md, the fits' plot and (when paged decode was timed) the bandwidth plot."""
     out_dir = Path(out_dir)
     plot = plot_fits(fits, out_dir / PLOT_PNG)
+    if (df["term"] == "paged_decode_attention").any():
+        plot_decode_bandwidth(df, meta, out_dir / BANDWIDTH_PNG)
     report = out_dir / REPORT_MD
-    report.write_text(render_report(meta, fits, targets, num_rows))
+    report.write_text(render_report(meta, fits, targets, df))
     return report, plot
 
 

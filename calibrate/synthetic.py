@@ -3,6 +3,11 @@
 It exercises the real harness (``timing.measure``) and the real fit, so a test can check
 that plan -> measure -> fit -> profile recovers the ground-truth coefficients. Noise is
 multiplicative, ``t * (1 + noise_rel * N(0, 1))``, from the one generator passed in.
+
+Given a :class:`~pagesim.calibrate.budget.SimulatedClock`, timing a shape advances it by
+what the shape would cost on a device (setting up its inputs, then every warm-up and timed
+run with its flush and launch: the constants of ``budget``), so a dry run of a budgeted
+calibration goes through the budget's decisions as a GPU run would, in no time.
 """
 
 from __future__ import annotations
@@ -10,6 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from pagesim.calibrate.backend import DeviceInfo
+from pagesim.calibrate.budget import (
+    PINNED_S_PER_BYTE,
+    RUN_OVERHEAD_S,
+    SETUP_S,
+    SETUP_S_PER_BYTE,
+    SimulatedClock,
+)
 from pagesim.calibrate.grid import Case
 from pagesim.calibrate.timing import TimingPolicy, TimingStats, measure
 from pagesim.simulator.costmodel.profile import Profile, Term
@@ -47,11 +59,13 @@ class SyntheticBackend:
         rng: np.random.Generator,
         noise_rel: float = 0.01,
         copy_bandwidth_bytes_per_s: float = 3.0e12,
+        clock: SimulatedClock | None = None,
     ) -> None:
         self.truth = truth
         self.rng = rng
         self.noise_rel = noise_rel
         self.copy_bandwidth = copy_bandwidth_bytes_per_s
+        self.clock = clock
 
     def device_info(self) -> DeviceInfo:
         return DeviceInfo(
@@ -66,4 +80,13 @@ class SyntheticBackend:
     def time_case(self, case: Case, policy: TimingPolicy) -> TimingStats:
         f = case.features
         true_s = self.truth.term(case.term).time_s(f.bytes_, f.flops, f.blocks, f.seqs, f.tokens)
-        return measure(lambda: true_s * (1.0 + self.noise_rel * self.rng.standard_normal()), policy)
+        stats = measure(
+            lambda: true_s * (1.0 + self.noise_rel * self.rng.standard_normal()), policy
+        )
+        if self.clock is not None:
+            setup_s = SETUP_S + f.bytes_ * SETUP_S_PER_BYTE
+            if case.term == "swap":
+                setup_s += f.bytes_ * PINNED_S_PER_BYTE
+            runs = policy.num_warmup + stats.num_repeats
+            self.clock.advance(setup_s + runs * (stats.mean_s + RUN_OVERHEAD_S))
+        return stats

@@ -6,9 +6,9 @@ elsewhere these tests skip, saying what is missing.
 
 import numpy as np
 import pytest
-from paged_cases import paged_inputs
 
 from pagesim.calibrate import reference as ref
+from pagesim.calibrate.reference import paged_inputs
 
 pytestmark = pytest.mark.gpu
 

@@ -6,13 +6,11 @@ under AddressSanitizer + UBSan (which must report a kernel reading past a buffer
 The launches are those of ``cupy_ops.Kernels`` (the GPU path), run by ``HostLauncher``.
 """
 
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from paged_cases import paged_inputs
 
 from pagesim.calibrate import reference as ref
 from pagesim.calibrate.cupy_ops import Kernels
@@ -22,6 +20,7 @@ from pagesim.calibrate.host_kernels import (
     build_harness,
     find_cxx,
 )
+from pagesim.calibrate.reference import paged_inputs
 from pagesim.calibrate.sources import KERNEL_DIR, SOURCE_TO_KERNELS
 
 CXX = find_cxx()
@@ -39,14 +38,6 @@ def _sanitizer_works(flag: str, tmp: Path) -> bool:
         [CXX, f"-fsanitize={flag}", "-o", str(exe), str(src)], capture_output=True
     )
     return proc.returncode == 0 and subprocess.run([str(exe)]).returncode == 0
-
-
-@pytest.fixture(scope="session")
-def build_dir(tmp_path_factory):
-    """One folder per test session, shared by its xdist workers (builds are keyed by content
-    and published atomically, so the workers reuse each other's)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "host-kernels"
 
 
 @pytest.fixture(scope="session")
