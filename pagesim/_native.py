@@ -1,9 +1,10 @@
 """The modules that run compiled, and the guard that runs their sources instead.
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
-path: the engine, the schedulers, the paged allocator, its block pool and its prefix
-cache, the contiguous allocator and its heaps, the admission answers, the recorder and
-the request log, the cost model's formulas, the plan and the request state) and writes
+path: the engine, the schedulers, the paged allocator, its lockstep tables, its block
+pool and its prefix cache, the contiguous allocator and its heaps, the admission
+answers, the recorder and the request log, the cost model's formulas, the plan and the
+request state) and writes
 ``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
 same operations in the same order as their sources, so a simulation gives the same
 results either way (``tests/test_native.py``); they run about three times as fast.
@@ -36,6 +37,7 @@ COMPILED = (
     "pagesim.allocators.validation",
     "pagesim.allocators.prefix_cache",
     "pagesim.allocators.block_pool",
+    "pagesim.allocators.lockstep",
     "pagesim.allocators.paged",
     "pagesim.allocators.buddy",
     "pagesim.allocators.first_fit",
