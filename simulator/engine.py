@@ -36,7 +36,7 @@ step one allocator call (bulk append, totals and memory), the cost model's decod
 formula and the recorder, and the scheduler's clock ticked once per run of steps; at a
 step in which groups finish or a request arrives it asks the scheduler whether the run
 stays steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
-fork or finish (see ``schedulers.base``). A step whose appends copy blocks (the forks of
+fork or finish (see ``schedulers.riders``). A step whose appends copy blocks (the forks of
 parallel sampling writing into their shared last block) is a span step too: the
 allocator appends, measures and counts the copies in one call
 (``KVAllocator.append_all_copying``), and the cost model's general sum prices them.

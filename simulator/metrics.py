@@ -35,7 +35,7 @@ import pandas as pd
 from pagesim.allocators.base import MemoryUsage
 
 if TYPE_CHECKING:
-    from pagesim.simulator.schedulers.base import Step
+    from pagesim.simulator.schedulers.step import Step
 
 TIMESERIES_COLUMNS = (
     "t_s",
