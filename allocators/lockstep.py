@@ -49,8 +49,7 @@ The invariants these totals keep are checked from scratch by ``paged_checks``.
 
 from __future__ import annotations
 
-from typing import Any
-
+from pagesim._native import BoxedId
 from pagesim.allocators.base import NO_TRANSFERS, DecodeTotals, KVAllocator, Transfers
 from pagesim.allocators.block_pool import BlockPool
 from pagesim.allocators.validation import FreedIds
@@ -125,11 +124,9 @@ class LockstepTables(KVAllocator):
         return seq_id in self._off_by_seq
 
     # -- the lockstep set ---------------------------------------------------------------
-    def _join(self, seq_id: Any, held: int) -> None:
-        """A GPU sequence holding ``held`` slots, its last block its own, joins the lockstep set.
-
-        Here and in the other per-sequence helpers the id is an object: compiled, an
-        ``int`` is boxed anew for every dict look-up, and these make several each."""
+    def _join(self, seq_id: BoxedId, held: int) -> None:
+        """A GPU sequence holding ``held`` slots, its last block its own, joins the lockstep
+        set. (Here and in the other per-sequence helpers: boxed ids, docs/compiled_modules.md.)"""
         bs = self._block_size
         off = held - self._clock
         self._off_by_seq[seq_id] = off
@@ -146,7 +143,7 @@ class LockstepTables(KVAllocator):
                 at = target - rest + 1 - off
                 final[at] = final.get(at, 0) + bs - rest
 
-    def _leave(self, seq_id: Any, table: list[int] | None = None) -> int:
+    def _leave(self, seq_id: BoxedId, table: list[int] | None = None) -> int:
         """A sequence leaves the lockstep set; returns the slots it holds. ``table``: its
         block table, if the caller has it at hand."""
         bs = self._block_size
@@ -164,7 +161,7 @@ class LockstepTables(KVAllocator):
                 self._final_internal_by_clock[target - rest + 1 - off] -= bs - rest
         return held
 
-    def _make_exact(self, seq_id: Any) -> None:
+    def _make_exact(self, seq_id: BoxedId) -> None:
         """A GPU sequence leaves the lockstep set (its last block is about to be shared)."""
         if seq_id in self._off_by_seq:
             self._num_tokens_by_seq[seq_id] = self._leave(seq_id)
@@ -174,7 +171,7 @@ class LockstepTables(KVAllocator):
         off = self._off_by_seq.get(seq_id)
         return self._num_tokens_by_seq[seq_id] if off is None else off + self._clock
 
-    def _attach(self, group_id: Any, seq_id: Any, table: list[int]) -> None:
+    def _attach(self, group_id: BoxedId, seq_id: BoxedId, table: list[int]) -> None:
         self._table_by_seq[seq_id] = table
         self._num_table_blocks += len(table)
         self._group_by_seq[seq_id] = group_id
@@ -231,8 +228,7 @@ class LockstepTables(KVAllocator):
         members_by_group = self._seq_ids_by_group
         swapped = self._swapped_group_ids
         costs = []
-        # the ids as the list holds them (compiled, an int is boxed anew for each look-up)
-        ids: list[Any] = group_ids
+        ids: list[BoxedId] = group_ids
         for group_id in ids:
             members = members_by_group.get(group_id)
             if not members or (swapped and group_id in swapped):
@@ -392,7 +388,7 @@ class LockstepTables(KVAllocator):
             raise
 
     # -- frees and beam steps -----------------------------------------------------------
-    def _release_gpu_table(self, seq_id: Any, is_last_of_group: bool) -> None:
+    def _release_gpu_table(self, seq_id: BoxedId, is_last_of_group: bool) -> None:
         """A GPU sequence leaves the lockstep (or exact) set and its table is released,
         tail first; a group's last sequence holds its blocks alone unless a prefix cache
         or pinned prefix shares them across groups (module docstring)."""
@@ -490,12 +486,10 @@ class LockstepTables(KVAllocator):
         if num != len(forks) or not num or group_id in self._pending_copy:
             return False
         tables = self._table_by_seq
-        # the ids as the objects the lists hold (compiled, an int would be boxed anew for
-        # each dict look-up)
-        ids: list[Any] = seq_ids
-        pairs: list[tuple[Any, Any]] = forks
-        parent: Any
-        child: Any
+        ids: list[BoxedId] = seq_ids
+        pairs: list[tuple[BoxedId, BoxedId]] = forks
+        parent: BoxedId
+        child: BoxedId
         first = self._off_by_seq.get(ids[0])
         if first is None:
             return False
@@ -528,7 +522,7 @@ class LockstepTables(KVAllocator):
             self._pending_internal += num * internal
         return True
 
-    def _is_lockstep_at(self, seq_id: Any, group_id: int, off: int) -> bool:
+    def _is_lockstep_at(self, seq_id: BoxedId, group_id: int, off: int) -> bool:
         """Whether ``seq_id`` is of group ``group_id`` and in the lockstep set at ``off``."""
         found_group = self._group_by_seq.get(seq_id)
         if found_group is None or found_group != group_id:

@@ -81,8 +81,9 @@ which blocks any sequence holds.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
+from pagesim._native import BoxedId
 from pagesim.allocators.base import (
     NOTHING_CACHED,
     Allocation,
@@ -245,8 +246,8 @@ class PagedAllocator(LockstepTables):
         off = self._off_by_seq.get(seq_id)
         return self._num_tokens_by_seq[seq_id] if off is None else off + self._clock
 
-    def _known(self, seq_id: Any, verb: str) -> Any:
-        """The group of a live sequence (ids as objects: ``_join``)."""
+    def _known(self, seq_id: BoxedId, verb: str) -> BoxedId:
+        """The group of a live sequence (boxed ids: docs/compiled_modules.md)."""
         group_id = self._group_by_seq.get(seq_id)
         if group_id is None:
             state = "already freed" if seq_id in self._freed_seq_ids else "never allocated"
@@ -285,9 +286,8 @@ class PagedAllocator(LockstepTables):
         """Blocks for the prompt (or the recomputed context); full prompt blocks by content key."""
         if self._watermark_status(self._required_blocks(req)) is not AllocStatus.OK:
             return None
-        # the ids boxed once (``_join``)
-        seq_id: Any = req.seq_id
-        group_id: Any = req.group_id
+        seq_id: BoxedId = req.seq_id
+        group_id: BoxedId = req.group_id
         if seq_id in self._group_by_seq:
             raise AllocatorError(f"allocate: sequence {seq_id} is already allocated")
         if group_id in self._seq_ids_by_group:
@@ -385,8 +385,8 @@ class PagedAllocator(LockstepTables):
         """Release a sequence's blocks, tail first (GPU, or CPU while swapped)."""
         self._free(seq_id)
 
-    def _free(self, seq_id: Any) -> None:
-        """:meth:`free`, the id boxed once (``_join``)."""
+    def _free(self, seq_id: BoxedId) -> None:
+        """:meth:`free`, the id boxed once (docs/compiled_modules.md)."""
         group_id = self._known(seq_id, "free")
         if self._pending_copy:
             self._settle(group_id)

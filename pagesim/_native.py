@@ -17,6 +17,10 @@ an edited source warns once that it runs as Python until it is compiled again. T
 modules outside :data:`COMPILED` always load from source, even beside an extension an
 earlier build left.
 
+The rules the compiled modules follow, and the idioms they name (boxed ids, named
+constructors, ...), are in ``docs/compiled_modules.md``; :data:`BoxedId` is the one
+the modules import from here.
+
 This module imports nothing from pagesim (``setup.py`` reads it before pagesim exists).
 """
 
@@ -30,6 +34,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 #: compiled by mypyc when pagesim is installed (setup.py)
 COMPILED = (
@@ -60,6 +65,11 @@ COMPILED = (
     "pagesim.simulator.schedulers.static",
     "pagesim.simulator.engine",
 )
+
+#: a sequence or group id kept as the object its caller holds: compiled, an ``int``
+#: annotated ``int`` is unboxed, and boxed anew (a new object) at every dict look-up or
+#: store (docs/compiled_modules.md, "Boxed ids")
+BoxedId = Any
 
 #: the environment variable that makes an install, or a run, pure Python
 PURE_ENV = "PAGESIM_PURE_PYTHON"

@@ -101,9 +101,8 @@ class Engine:
         self._decode_time_by_paged = {
             is_paged: self.decode_time_fn(is_paged=is_paged) for is_paged in (True, False)
         }
-        #: the allocator's calls at every step of a decode span, bound once (the
-        #: allocator is a plug-in, called through Python; the scheduler's and the
-        #: recorder's methods are called directly: compiled, through their vtables)
+        #: the allocator's calls at every step of a decode span, bound once (a plug-in,
+        #: called through Python: docs/compiled_modules.md, "Direct calls")
         self._span_calls = (
             scheduler.allocator.append_all_measured,
             scheduler.allocator.append_all_copying,

@@ -57,7 +57,7 @@ from mypy_extensions import mypyc_attr
 from pagesim.allocators.base import AllocRequest, DecodeTotals, KVAllocator
 from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
-from pagesim.simulator.plan import BatchPlan, Prefill
+from pagesim.simulator.plan import Prefill, plan_of
 from pagesim.simulator.request import (
     FINISHED,
     REJECTED,
@@ -120,8 +120,8 @@ class Scheduler(BeamSteps):
         super().__init__(allocator, rng, spec.beam_keep_prob)
         self.spec = spec
         self.max_model_len = max_model_len
-        #: the spec's caps and preemption mode, read once (a pydantic model's field is
-        #: read through its class's ``__getattr__`` hook, at every admission check)
+        #: the spec's caps and preemption mode (docs/compiled_modules.md: spec fields
+        #: read once)
         self.max_num_seqs = spec.max_num_seqs
         self.max_num_batched_tokens = spec.max_num_batched_tokens
         self.preemption_mode = spec.preemption_mode
@@ -460,19 +460,14 @@ class Scheduler(BeamSteps):
         else:
             prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
-        # every field in order, as the named tuple's constructor builds it (tuple.__new__,
-        # without its Python-level __new__: one plan per step)
-        plan = tuple.__new__(
-            BatchPlan,
-            (
-                *prefill,
-                *decode,
-                transfers.num_copied_blocks,
-                transfers.num_swapped_in_blocks,
-                transfers.num_swapped_out_blocks,
-                self._block_size,
-                self._is_paged,
-            ),
+        plan = plan_of(
+            prefill,
+            decode,
+            transfers.num_copied_blocks,
+            transfers.num_swapped_in_blocks,
+            transfers.num_swapped_out_blocks,
+            self._block_size,
+            self._is_paged,
         )
         return Step(
             plan,

@@ -21,11 +21,12 @@ run's generator and the sequence-id counter.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 from mypy_extensions import mypyc_attr
 
+from pagesim._native import BoxedId
 from pagesim.allocators.base import KVAllocator
 from pagesim.simulator.request import SequenceGroup
 from pagesim.simulator.schedulers.ancestry import BeamPlan, UniformDraws, beam_parents, beam_plan
@@ -50,8 +51,8 @@ class BeamSteps(DecodeRiders):
         #: the uniform parents' draws (``beam_keep_prob`` = 0): ``rng.integers`` calls'
         #: values, the generator read ahead (``ancestry.UniformDraws``)
         self._uniform = UniformDraws(rng)
-        #: the beam steps of the current ``_advance``, planned ahead, by group (by
-        #: identity: no id is boxed for the look-up)
+        #: the beam steps of the current ``_advance``, planned ahead, by group (keyed by
+        #: the object: no id to box)
         self._beam_plan_by_group: dict[SequenceGroup, BeamPlan] = {}
         #: beam plans by (beams, width), then by parents drawn, the parents of slots
         #: 0, 1, ... as the digits of a number in base ``beams`` (``_beam_plans_of``)
@@ -120,10 +121,9 @@ class BeamSteps(DecodeRiders):
 
     def _beam_step(self, group: SequenceGroup) -> None:
         """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
-        times continues and forks c - 1 children (``KVAllocator.free_and_fork``). The ids
-        are handled as the objects the lists hold (``Any``: compiled, an ``int`` would be
-        unboxed and each store would make a new object)."""
-        beams: list[Any] = group.seq_ids
+        times continues and forks c - 1 children (``KVAllocator.free_and_fork``), the ids
+        kept as the objects the lists hold (boxed ids: docs/compiled_modules.md)."""
+        beams: list[BoxedId] = group.seq_ids
         num_beams = len(beams)
         width = group.beam_width
         plan = self._beam_plan_by_group.get(group)
@@ -138,11 +138,11 @@ class BeamSteps(DecodeRiders):
         freed_positions, kept = plan
         if not freed_positions and num_beams == width:
             return  # every beam continues its own line: nothing is freed or forked
-        freed: list[Any] = [beams[i] for i in freed_positions]
-        seq_ids: list[Any] = []
-        forks: list[tuple[Any, Any]] = []
-        beam: Any
-        child: Any
+        freed: list[BoxedId] = [beams[i] for i in freed_positions]
+        seq_ids: list[BoxedId] = []
+        forks: list[tuple[BoxedId, BoxedId]] = []
+        beam: BoxedId
+        child: BoxedId
         next_seq_id = self._next_seq_id
         num_reused = 0
         for position, num_children in kept:

@@ -15,8 +15,8 @@ class Step:
     after the schedule; ``num_groups`` counts the groups in the batch (prefills and
     decodes) and ``num_decode_groups`` those decoding; ``is_blocked``: a request waited
     for memory it could not get; ``prefix_hit_tokens``: prompt tokens served from the
-    prefix cache to the groups admitted now. (A plain class, not a named tuple: compiled,
-    the one made every step is built without Python's tuple constructor.)
+    prefix cache to the groups admitted now. (A plain class with a hand-written
+    ``__init__``, one per step: docs/compiled_modules.md.)
     """
 
     __slots__ = (
