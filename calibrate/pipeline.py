@@ -33,6 +33,7 @@ from pagesim.calibrate.synthetic import SYNTHETIC_GPU_NAME
 from pagesim.calibrate.targets import compute_targets
 from pagesim.calibrate.timing import QUICK_POLICY, TimingPolicy
 from pagesim.errors import DataError
+from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.profile import Profile, load_profile
 
 META_JSON = "calibration.json"
@@ -122,8 +123,7 @@ def calibrate(
         "fit_seed": int(rng.integers(2**31)),
     }
     meas_path = save_measurements(df, out_dir)
-    meta_path = out_dir / META_JSON
-    meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    meta_path = atomic_write_text(out_dir / META_JSON, json.dumps(meta, indent=2, sort_keys=True))
     meta = json.loads(meta_path.read_text())
     # fit what was saved, so that `rebuild_report` on the folder reproduces it exactly
     fits, report, plot = _finish(out_dir, load_measurements(meas_path), meta)

@@ -13,6 +13,7 @@ import numpy as np
 
 from pagesim.calibrate.fit import TermFit
 from pagesim.calibrate.targets import Target
+from pagesim.files import atomic_write_text, replaced_atomically
 
 REPORT_MD = "report.md"
 PLOT_PNG = "fit_predicted_vs_measured.png"
@@ -45,7 +46,8 @@ def plot_fits(fits: dict[str, TermFit], path: Path) -> Path:
     for ax in list(axes.flat)[num:]:
         ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with replaced_atomically(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     return path
 
 
@@ -130,8 +132,7 @@ def write_report(
 ) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     plot = plot_fits(fits, out_dir / PLOT_PNG)
-    report = out_dir / REPORT_MD
-    report.write_text(render_report(meta, fits, targets, num_rows))
+    report = atomic_write_text(out_dir / REPORT_MD, render_report(meta, fits, targets, num_rows))
     return report, plot
 
 

@@ -34,7 +34,6 @@ import functools
 import os
 import shutil
 import sys
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +51,7 @@ from pagesim.experiments.outputs import atomic_write_text, write_csv
 from pagesim.experiments.points import Point
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.experiments.validate import validate_points
+from pagesim.files import replaced_atomically
 from pagesim.simulator.spec import RunSpec
 
 
@@ -146,15 +146,11 @@ def _run_all(
 
 def _link_or_copy(source: Path, target: Path) -> None:
     """``target`` as a hard link to ``source`` (stored once), else a copy; atomically."""
-    tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
+    with replaced_atomically(target) as tmp:
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _place_run_tables(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[str]:

@@ -7,7 +7,7 @@ answers, the recorder and the request log, the cost model's formulas, the plan a
 request state) and writes
 ``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
 same operations in the same order as their sources, so a simulation gives the same
-results either way (``tests/test_native.py``); they run about three times as fast.
+results either way (``tests/test_native.py``), faster (``docs/performance.md``).
 
 At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules are
 used only if every source still has the hash it was compiled from. Otherwise, or

@@ -210,8 +210,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
     to a few thousand objects in reference cycles (a 300,000-request burst: about
     6,000, the same with the collector on), which the next collection after the replay
     frees. Meanwhile every full collection would scan every object alive, and a burst
-    keeps all its requests alive at once: at 300,000 requests the collector took
-    about a tenth of the run (``docs/performance.md``)."""
+    keeps all its requests alive at once (``docs/performance.md``)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
