@@ -107,14 +107,6 @@ class LockstepTables(KVAllocator):
         self._pending_internal = 0
 
     # -- the pool -----------------------------------------------------------------------
-    @property
-    def capacity_slots(self) -> int:
-        return self._capacity_slots
-
-    @property
-    def block_size(self) -> int:
-        return self._block_size
-
     def seq_ids(self, group_id: int) -> tuple[int, ...]:
         """Live sequences of a group (empty if the group holds nothing)."""
         return tuple(self._seq_ids_by_group.get(group_id, ()))

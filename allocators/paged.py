@@ -187,6 +187,14 @@ class PagedAllocator(LockstepTables):
 
     # -- read-only views ----------------------------------------------------------------
     @property
+    def capacity_slots(self) -> int:
+        return self._capacity_slots
+
+    @property
+    def block_size(self) -> int:
+        return self._block_size
+
+    @property
     def is_prefix_caching(self) -> bool:
         return self.gpu.is_caching
 
