@@ -3,8 +3,8 @@
 Every simulation step runs through the modules in ``COMPILED`` (the engine, the
 schedulers, the allocators, the recorder, the cost model's step formulas). mypyc
 compiles them, from the same Python sources, into C extensions that run the same
-operations in the same order, about three times as fast. The rest of the package stays
-Python.
+operations in the same order, faster (``docs/performance.md``). The rest of the package
+stays Python.
 
 - ``PAGESIM_PURE_PYTHON=1`` when installing: nothing is compiled.
 - No C compiler, or mypyc fails: the install goes on pure Python (why: in the

@@ -107,7 +107,7 @@ def compile_bytecode() -> None:
     """Write the package's bytecode, as pip does for a regular install (an editable
     install leaves it to the first import, and with PYTHONDONTWRITEBYTECODE set no
     import writes it): each start then reads .pyc files instead of compiling every
-    module, about 60 ms. Only files changed since are compiled again."""
+    module. Only files changed since are compiled again."""
     with open(ROOT / "pyproject.toml", "rb") as f:
         package_dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"].values()
     sh(BIN / "python", "-m", "compileall", "-q", *sorted(set(package_dirs)))

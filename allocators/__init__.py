@@ -1,6 +1,8 @@
 """pagesim.allocators layer: KV-cache allocators behind one interface (``base.KVAllocator``).
 
 - ``PagedAllocator`` (paged.py): vLLM v0 block manager — copy-on-write, prefix caching, swap;
+  its block tables and the running totals that make a decode step O(1) are its base
+  class, ``LockstepTables`` (lockstep.py);
 - ``ContiguousAllocator`` (contiguous.py): Orca's Max / Pow2 / Oracle reservations,
   placed by ``BuddyHeap`` (buddy.py) or ``FirstFitHeap`` (first_fit.py);
 - ``make_allocator`` / ``ALLOCATORS`` (registry.py): build one from an ``AllocatorSpec``.

@@ -210,7 +210,8 @@ class KVAllocator(ABC):
     A class registered in ``registry.ALLOCATORS`` also has ``from_spec(spec, *,
     capacity_slots, cpu_capacity_slots, max_model_len, shared_prefix)``, which builds it
     from an ``AllocatorSpec`` (``shared_prefix``: the workload's shared prefix as a
-    (segment id, tokens) content segment, or None).
+    (segment id, tokens) content segment, or None), and may say with
+    :meth:`pool_problem` why a pool could never serve a request.
     """
 
     #: short name used in configs and outputs, e.g. "paged", "max", "pow2", "oracle"
@@ -219,6 +220,13 @@ class KVAllocator(ABC):
     needs_true_output_len: bool = False
     #: True for block-based allocators (swap, fork sharing, prefix caching available)
     is_paged: ClassVar[bool] = False
+
+    @classmethod
+    def pool_problem(cls, spec, *, capacity_slots: int, max_model_len: int) -> str | None:
+        """Why a pool of ``capacity_slots`` could never serve a request under ``spec`` (an
+        ``AllocatorSpec``), in words that follow "allocator.kind: "; None when it may.
+        Asked before a run is built (``make_allocator``, the experiments' preflight)."""
+        return None
 
     @property
     @abstractmethod

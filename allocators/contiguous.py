@@ -166,6 +166,17 @@ class ContiguousAllocator(KVAllocator):
             placement=spec.placement,
         )
 
+    @classmethod
+    def pool_problem(cls, spec, *, capacity_slots: int, max_model_len: int) -> str | None:
+        """Max reserves ``max_model_len`` slots for every request: a smaller pool admits none."""
+        if spec.kind == "max" and capacity_slots < max_model_len:
+            return (
+                f"'max' reserves max_model_len = {max_model_len} slots per request, but the "
+                f"KV pool has only {capacity_slots} slots: raise hardware.kv_slots or "
+                "kv_budget_gib, or lower max_model_len"
+            )
+        return None
+
     # -- properties -------------------------------------------------------------------------
     @property
     def capacity_slots(self) -> int:

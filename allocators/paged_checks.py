@@ -10,7 +10,7 @@
 - content keys carried by CPU blocks belong to held CPU blocks;
 - the pinned prefix's blocks are distinct and each holds one reference of its own (the
   pin) beside the tables' (so they are never free), and carry no content key;
-- the lockstep set (see ``paged``): its sequences are on the GPU and own their partly
+- the lockstep set (see ``lockstep``): its sequences are on the GPU and own their partly
   filled last block, except a beam step's pending copies (a child shares its parent's,
   held by the parent and its pending children only); every running total (sum of offsets, blocks, internal
   fragmentation, residues, table blocks, groups by size, the internal fragmentation
@@ -99,40 +99,7 @@ def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
     sum_off = blocks = internal = 0
     final_internal_by_clock: dict[int, int] = {}
     residues: list[set[int]] = [set() for _ in range(bs)]
-    # a beam step's pending copies: each child shares its parent's partly filled last block
-    holders_by_parent: dict[int, int] = {}
-    parent_by_child: dict[int, int] = {}
-    pending_holes = pending_internal = 0
-    for group_id, forks in alloc._pending_copy.items():
-        for parent, child in forks:
-            off = alloc._off_by_seq.get(child)
-            if (
-                off is None
-                or alloc._off_by_seq.get(parent) != off
-                or alloc._group_by_seq.get(child) != group_id
-                or alloc._group_by_seq.get(parent) != group_id
-            ):
-                raise InvariantError(
-                    f"paged: pending copy {child} <- {parent} outside the lockstep set "
-                    f"or group {group_id}"
-                )
-            table, parent_table = alloc._table_by_seq[child], alloc._table_by_seq[parent]
-            fill = (off + alloc._clock) % bs
-            if not fill or table[-1] != parent_table[-1] or len(table) != len(parent_table):
-                raise InvariantError(
-                    f"paged: pending copy {child} <- {parent} shares no partly filled block"
-                )
-            holders_by_parent[parent] = holders_by_parent.get(parent, 1) + 1
-            parent_by_child[child] = parent
-            pending_holes += bs - fill
-            pending_internal += bs - min(bs, alloc._target_by_seq[child] - (len(table) - 1) * bs)
-    if set(parent_by_child) & set(holders_by_parent) or len(parent_by_child) != alloc._num_pending:
-        raise InvariantError(f"paged: pending copies {alloc._pending_copy} out of date")
-    if (alloc._pending_holes, alloc._pending_internal) != (pending_holes, pending_internal):
-        raise InvariantError(
-            f"paged: pending copies' holes and internal fragmentation "
-            f"{(alloc._pending_holes, alloc._pending_internal)} != {(pending_holes, pending_internal)}"
-        )
+    holders_by_parent, parent_by_child = _check_pending_copies(alloc)
     for seq_id, off in alloc._off_by_seq.items():
         table = alloc._table_by_seq.get(seq_id)
         if table is None:
@@ -176,3 +143,44 @@ def _check_lockstep(alloc: PagedAllocator, gpu_refs: list[int]) -> None:
             f"paged: groups by size {alloc._num_groups_by_size} (largest "
             f"{alloc._max_group_size}) != {sizes}"
         )
+
+
+def _check_pending_copies(alloc: PagedAllocator) -> tuple[dict[int, int], dict[int, int]]:
+    """A beam step's pending copies: each child shares its parent's partly filled last
+    block, and the totals kept for them are their recomputation. Returns the holders of
+    each such block by parent, and each child's parent."""
+    bs = alloc.block_size
+    holders_by_parent: dict[int, int] = {}
+    parent_by_child: dict[int, int] = {}
+    pending_holes = pending_internal = 0
+    for group_id, forks in alloc._pending_copy.items():
+        for parent, child in forks:
+            off = alloc._off_by_seq.get(child)
+            if (
+                off is None
+                or alloc._off_by_seq.get(parent) != off
+                or alloc._group_by_seq.get(child) != group_id
+                or alloc._group_by_seq.get(parent) != group_id
+            ):
+                raise InvariantError(
+                    f"paged: pending copy {child} <- {parent} outside the lockstep set "
+                    f"or group {group_id}"
+                )
+            table, parent_table = alloc._table_by_seq[child], alloc._table_by_seq[parent]
+            fill = (off + alloc._clock) % bs
+            if not fill or table[-1] != parent_table[-1] or len(table) != len(parent_table):
+                raise InvariantError(
+                    f"paged: pending copy {child} <- {parent} shares no partly filled block"
+                )
+            holders_by_parent[parent] = holders_by_parent.get(parent, 1) + 1
+            parent_by_child[child] = parent
+            pending_holes += bs - fill
+            pending_internal += bs - min(bs, alloc._target_by_seq[child] - (len(table) - 1) * bs)
+    if set(parent_by_child) & set(holders_by_parent) or len(parent_by_child) != alloc._num_pending:
+        raise InvariantError(f"paged: pending copies {alloc._pending_copy} out of date")
+    if (alloc._pending_holes, alloc._pending_internal) != (pending_holes, pending_internal):
+        raise InvariantError(
+            f"paged: pending copies' holes and internal fragmentation "
+            f"{(alloc._pending_holes, alloc._pending_internal)} != {(pending_holes, pending_internal)}"
+        )
+    return holders_by_parent, parent_by_child

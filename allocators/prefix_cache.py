@@ -74,8 +74,7 @@ class LRUEvictor:
 
     An ordered dict of block ids inside (so ``len`` and ``in`` cost what a dict's do:
     the pool counts free blocks on every step; and ``popitem(last=False)`` takes the
-    oldest in O(1)). It holds the dict rather than being one, so that it compiles
-    (``pagesim/_native.py``)."""
+    oldest in O(1)). It holds the dict rather than being one (docs/compiled_modules.md)."""
 
     __slots__ = ("_blocks",)
 

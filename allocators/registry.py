@@ -37,14 +37,18 @@ def make_allocator(
     """The allocator ``spec`` names, over a pool of ``capacity_slots`` token slots;
     ``shared_prefix`` = (segment id, tokens) is the prefix the workload's requests share.
 
-    Raises ConfigError for an unknown kind, a block (granule) size <= 0, or a pool
-    smaller than one block.
+    Raises ConfigError for an unknown kind, a block (granule) size <= 0, a pool smaller
+    than one block, or one the class says could never serve a request
+    (``KVAllocator.pool_problem``).
     """
     cls = ALLOCATORS.get(spec.kind)
     if cls is None:
         raise ConfigError(
             f"allocator.kind: unknown allocator {spec.kind!r}; allowed {sorted(ALLOCATORS)}"
         )
+    problem = cls.pool_problem(spec, capacity_slots=capacity_slots, max_model_len=max_model_len)
+    if problem is not None:
+        raise ConfigError(f"allocator.kind: {problem}")
     return cls.from_spec(
         spec,
         capacity_slots=capacity_slots,

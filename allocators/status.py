@@ -1,9 +1,8 @@
 """``AllocStatus``, the answer of an admission check, in a module of its own.
 
-It is compiled with the engine's modules (``pagesim/_native.py``): compiled code then
-reads ``AllocStatus.OK``, ``LATER`` and ``NEVER`` as constants, where a Python enum
-class's attribute look-up goes through its metaclass's ``__getattr__`` (Python 3.11)
-at every admission check. ``allocators.base`` re-exports it.
+It is compiled with the engine's modules, so that compiled code reads ``AllocStatus.OK``,
+``LATER`` and ``NEVER`` as constants (docs/compiled_modules.md, "Enums and constants").
+``allocators.base`` re-exports it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The one engine's speed: wall time, steps per second, peak memory, and the same
-cases on another pagesim build for comparison.
+"""The engine's speed: wall time, steps per second, peak memory, and the same cases
+on another pagesim build for comparison.
 
     python benchmarks/bench_engine.py [CASE ...] [--baseline PYTHON] [--repeats R]
         [--azure-csv PATH] [--num-requests N]
@@ -15,18 +15,15 @@ and cores, and the load average when it started (the wall-time targets are absol
 seconds, and the machines it runs on differ in speed; compare builds by their ratio in
 one sitting, not by figures from different machines).
 
-After each case it prints the one-engine issue's target for it (wall time, peak memory,
-or speed against the SimPy step engine of a build from before the merge) and whether
-this run met it.
+After each case with a target it prints the target (wall time, peak memory) and
+whether this run met it.
 
 ``--baseline PYTHON`` runs each case a second time under another Python environment
 with pagesim installed (for instance a checkout of an earlier commit, ``pip install
 -e`` into its own venv), right after this build, and prints the ratio and whether
 both gave the same results (requests finished and rejected, steps, throughput; to
-1e-9). Builds that still had ``RunSpec.engine`` run the case with the engine named in
-the case's ``baseline_engine`` (the event-driven ``fast`` engine for the cases it
-covered; the SimPy ``step`` engine for beam search, parallel sampling and prefix
-caching, which only it ran).
+1e-9). The children run with ``python -P`` (no current directory on ``sys.path``), so
+each imports the pagesim its environment installed wherever the command is run.
 
 Cases (targets in parentheses):
 
@@ -40,8 +37,7 @@ Cases (targets in parentheses):
   all at t = 0, OPT-13B / A100-40GB (<= 40 s, peak RSS <= 1.5 GiB);
 - beam, parallel, prefix: 10,000 requests each with beam width 4 (alpaca-like, 8 req/s),
   n = 4 parallel samples (alpaca-like, 8 req/s), and prefix caching over a 256-token
-  shared system prompt (ShareGPT, 2 req/s) (each >= 5x the SimPy step engine before
-  the engines were merged);
+  shared system prompt (ShareGPT, 2 req/s);
 - orca: Orca (Max) over a buddy heap, ShareGPT at 2 req/s, 3,000 requests, the Figure 2
   KV pool of 15,728 slots.
 """
@@ -60,18 +56,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AZURE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "conv.csv"
 
+POISSON = {"process": "poisson", "rate_req_s": 2.0}
+ALPACA = {"name": "alpaca-like", "num_requests": 10_000}
 SHAREGPT = {
     "workload": {"name": "sharegpt", "num_requests": 10_000},
-    "arrivals": {"process": "poisson", "rate_req_s": 2.0},
+    "arrivals": POISSON,
     "hardware": {"model": "opt-13b", "gpu": "a100-40gb"},
     "allocator": {"kind": "paged", "block_size": 16},
     "scheduler": {"kind": "vllm"},
 }
 
+
+def variant(repeats: int, **parts: dict) -> dict:
+    """A case on the ShareGPT case's model, GPU, allocator and scheduler, with ``parts``
+    (workload, arrivals, ...) in place of its own."""
+    return {"doc": {**SHAREGPT, **parts}, "repeats": repeats}
+
+
 CASES: dict[str, dict] = {
     "sharegpt": {
         "doc": SHAREGPT,
-        "baseline_engine": "fast",
         "repeats": 3,
         "target": {"max_wall_s": 1.0},
     },
@@ -89,7 +93,6 @@ CASES: dict[str, dict] = {
             "scheduler": {"kind": "vllm", "max_num_batched_tokens": 4096},
             "max_model_len": 4096,
         },
-        "baseline_engine": "fast",
         "repeats": 3,
         "whole_process": True,
         "target": {"max_wall_s": 1.5},
@@ -105,51 +108,25 @@ CASES: dict[str, dict] = {
             "arrivals": {"process": "burst"},
             "hardware": {"model": "opt-13b", "gpu": "a100-40gb"},
         },
-        "baseline_engine": "fast",
         "repeats": 1,
         "target": {"max_wall_s": 40.0, "max_rss_mib": 1536.0},
     },
-    "beam": {
-        "doc": {
-            **SHAREGPT,
-            "workload": {"name": "alpaca-like", "num_requests": 10_000, "beam_width": 4},
-            "arrivals": {"process": "poisson", "rate_req_s": 8.0},
-        },
-        "baseline_engine": "step",
-        "repeats": 1,
-        "target": {"min_speedup_vs_step": 5.0},
-    },
-    "parallel": {
-        "doc": {
-            **SHAREGPT,
-            "workload": {"name": "alpaca-like", "num_requests": 10_000, "n": 4},
-            "arrivals": {"process": "poisson", "rate_req_s": 8.0},
-        },
-        "baseline_engine": "step",
-        "repeats": 1,
-        "target": {"min_speedup_vs_step": 5.0},
-    },
-    "prefix": {
-        "doc": {
-            **SHAREGPT,
-            "workload": {"name": "sharegpt", "num_requests": 10_000, "shared_prefix_len": 256},
-            "allocator": {"kind": "paged", "block_size": 16, "prefix_caching": True},
-        },
-        "baseline_engine": "step",
-        "repeats": 1,
-        "target": {"min_speedup_vs_step": 5.0},
-    },
-    "orca": {
-        "doc": {
-            **SHAREGPT,
-            "workload": {"name": "sharegpt", "num_requests": 3_000},
-            "hardware": {"model": "opt-13b", "gpu": "a100-40gb", "kv_slots": 15_728},
-            "scheduler": {"kind": "orca"},
-            "allocator": {"kind": "max"},
-        },
-        "baseline_engine": "fast",
-        "repeats": 3,
-    },
+    "beam": variant(
+        1, workload={**ALPACA, "beam_width": 4}, arrivals={**POISSON, "rate_req_s": 8.0}
+    ),
+    "parallel": variant(1, workload={**ALPACA, "n": 4}, arrivals={**POISSON, "rate_req_s": 8.0}),
+    "prefix": variant(
+        1,
+        workload={"name": "sharegpt", "num_requests": 10_000, "shared_prefix_len": 256},
+        allocator={"kind": "paged", "block_size": 16, "prefix_caching": True},
+    ),
+    "orca": variant(
+        3,
+        workload={"name": "sharegpt", "num_requests": 3_000},
+        hardware={"model": "opt-13b", "gpu": "a100-40gb", "kv_slots": 15_728},
+        scheduler={"kind": "orca"},
+        allocator={"kind": "max"},
+    ),
 }
 
 #: run in the child: simulate the case `repeats` times, print one JSON line
@@ -157,10 +134,8 @@ CHILD = r"""
 import json, resource, statistics, sys, time
 start = time.perf_counter()
 from pagesim.simulator import simulate
-from pagesim.simulator.spec import RunSpec, run_spec_from_dict
-doc, repeats, engine = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-if "engine" in RunSpec.model_fields:
-    doc["engine"] = engine
+from pagesim.simulator.spec import run_spec_from_dict
+doc, repeats = json.loads(sys.argv[1]), int(sys.argv[2])
 spec = run_spec_from_dict(doc)
 walls = []
 for _ in range(repeats):
@@ -169,20 +144,18 @@ for _ in range(repeats):
     walls.append(time.perf_counter() - t)
 s = res.summary
 print(json.dumps({
-    "has_engines": "engine" in RunSpec.model_fields,
     "wall_s": statistics.median(walls),
     "process_s": time.perf_counter() - start,
     "requests": len(res.requests),
     "steps": res.extra["num_steps"],
     "finished": s["num_finished"], "rejected": s["num_rejected"],
     "throughput_tok_s": s["throughput_tok_s"], "mem_token_frac": s["mem_token_frac"],
-    "fast_engine": res.extra.get("fast_engine"),
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
 }))
 """
 
 
-def run_child(python: str, doc: dict, repeats: int, engine: str, whole_process: bool) -> dict:
+def run_child(python: str, doc: dict, repeats: int, whole_process: bool) -> dict:
     """One case in a child process; whole-process cases are timed from outside, once per
     repeat (interpreter start included), and report the median."""
     import statistics
@@ -192,7 +165,7 @@ def run_child(python: str, doc: dict, repeats: int, engine: str, whole_process: 
     for _ in range(repeats if whole_process else 1):
         start = time.perf_counter()
         out = subprocess.run(
-            [python, "-c", CHILD, json.dumps(doc), "1" if whole_process else str(repeats), engine],
+            [python, "-P", "-c", CHILD, json.dumps(doc), "1" if whole_process else str(repeats)],
             check=True,
             capture_output=True,
             text=True,
@@ -225,7 +198,12 @@ def build_commit(python: str) -> str:
     """The commit of the pagesim checkout that ``python`` imports (its short hash, with
     "+changes" when the work tree differs from it), or why there is none."""
     out = subprocess.run(
-        [python, "-c", "import pagesim, pathlib; print(pathlib.Path(pagesim.__file__).parents[1])"],
+        [
+            python,
+            "-P",
+            "-c",
+            "import pagesim, pathlib; print(pathlib.Path(pagesim.__file__).parents[1])",
+        ],
         capture_output=True,
         text=True,
     )
@@ -248,7 +226,7 @@ def build_commit(python: str) -> str:
 def engine_modules(python: str) -> str:
     """Whether ``python``'s pagesim runs the engine's modules compiled (``pagesim._native``)."""
     out = subprocess.run(
-        [python, "-c", "from pagesim import _native; print(_native.status)"],
+        [python, "-P", "-c", "from pagesim import _native; print(_native.status)"],
         capture_output=True,
         text=True,
     )
@@ -281,8 +259,8 @@ def line(label: str, info: dict) -> str:
     )
 
 
-def verdicts(target: dict, this: dict, base: dict | None) -> list[str]:
-    """Each of the case's targets (the one-engine issue's), measured or not, and met or not."""
+def verdicts(target: dict, this: dict) -> list[str]:
+    """Each of the case's targets, met or not."""
     out = []
     if "max_wall_s" in target:
         limit, wall = target["max_wall_s"], this["wall_s"]
@@ -292,14 +270,6 @@ def verdicts(target: dict, this: dict, base: dict | None) -> list[str]:
         out.append(
             f"peak RSS <= {limit:,.0f} MiB: {'met' if rss <= limit else 'not met'} ({rss:,.0f} MiB)"
         )
-    if "min_speedup_vs_step" in target:
-        need = target["min_speedup_vs_step"]
-        label = f">= {need:g}x the speed of the SimPy step engine before the merge"
-        if base is None or not base.get("has_engines"):
-            out.append(f"{label}: not judged (give --baseline a build with RunSpec.engine)")
-        else:
-            speedup = base["wall_s"] / this["wall_s"]
-            out.append(f"{label}: {'met' if speedup >= need else 'not met'} ({speedup:.2f}x)")
     return out
 
 
@@ -328,7 +298,7 @@ def main() -> int:
         repeats = args.repeats or case["repeats"]
         whole = case.get("whole_process", False)
         print(f"{name}: {json.dumps(doc)}  (median of {repeats})", flush=True)
-        this = run_child(sys.executable, doc, repeats, "", whole)
+        this = run_child(sys.executable, doc, repeats, whole)
         print(
             line("this build", this)
             + (f"   (whole process; {this['process_s']:.2f} s in the last run)" if whole else ""),
@@ -339,13 +309,9 @@ def main() -> int:
             f"{int(this['rejected']):,} rejected, {int(this['steps']):,} steps",
             flush=True,
         )
-        base = None
         if args.baseline:
-            engine = case["baseline_engine"]
-            base = run_child(args.baseline, doc, repeats, engine, whole)
-            # a build with one engine runs every case on it
-            label = f"baseline ({engine} engine)" if base.get("has_engines") else "baseline"
-            print(line(label, base), flush=True)
+            base = run_child(args.baseline, doc, repeats, whole)
+            print(line("baseline", base), flush=True)
             print(
                 f"    this build / baseline: {this['wall_s'] / base['wall_s']:.2f}x the time "
                 f"({base['wall_s'] / this['wall_s']:.1f}x the speed)   same results: "
@@ -356,7 +322,7 @@ def main() -> int:
             if args.num_requests and name != "azure":
                 print("    target: not judged (--num-requests changes the case)", flush=True)
             else:
-                for verdict in verdicts(case["target"], this, base):
+                for verdict in verdicts(case["target"], this):
                     print(f"    target: {verdict}", flush=True)
     return 0
 

@@ -36,6 +36,7 @@ from pagesim.calibrate import vidur
 from pagesim.calibrate.fit import TermFit, fit_all
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
+from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.specs import GPUS
@@ -278,8 +279,7 @@ def import_vidur(
         for n, fit in fits.items()
     }
     plot_fits(labels, out_dir / PLOT_PNG)
-    report = out_dir / REPORT_MD
-    report.write_text(render_report(profile, fits, seed))
+    report = atomic_write_text(out_dir / REPORT_MD, render_report(profile, fits, seed))
     return path, report
 
 
@@ -361,6 +361,5 @@ def import_splitwise(
     path = profile.save(out_dir / PROFILE_YAML)
     load_profile(path)  # the simulator's schema accepts it
     plot_fits(fits, out_dir / PLOT_PNG)
-    report = out_dir / REPORT_MD
-    report.write_text(render_report(profile, fits, seed))
+    report = atomic_write_text(out_dir / REPORT_MD, render_report(profile, fits, seed))
     return path, report

@@ -27,6 +27,7 @@ import numpy as np
 
 from pagesim.calibrate.sources import KERNEL_DIR, SOURCE_TO_KERNELS
 from pagesim.errors import ConfigError, PagesimError
+from pagesim.files import replaced_atomically
 
 HOST_DIR = KERNEL_DIR / "host"
 
@@ -131,20 +132,19 @@ def build_harness(
             return exe
         tu_path = out_dir / f"{stem}.cpp"
         tu_path.write_text(tu)
-        partial = out_dir / f"{stem}.partial"
-        proc = subprocess.run(
-            [cxx, *flags, "-I", str(HOST_DIR), "-o", str(partial), str(tu_path)],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            first = next(
-                (ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr[:200]
+        with replaced_atomically(exe) as partial:
+            proc = subprocess.run(
+                [cxx, *flags, "-I", str(HOST_DIR), "-o", str(partial), str(tu_path)],
+                capture_output=True,
+                text=True,
             )
-            raise HostKernelError(
-                f"{cxx} could not compile {source_path.name}: {first}", proc.stderr
-            )
-        os.replace(partial, exe)
+            if proc.returncode != 0:
+                first = next(
+                    (ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr[:200]
+                )
+                raise HostKernelError(
+                    f"{cxx} could not compile {source_path.name}: {first}", proc.stderr
+                )
     return exe
 
 

@@ -33,6 +33,7 @@ from pagesim.calibrate import llmservingsim as L
 from pagesim.calibrate.external import PROFILE_YAML, Source, render_report
 from pagesim.calibrate.fit import TermFit, fit_all, fit_coefficients, predict
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
+from pagesim.files import atomic_write_text
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
 from pagesim.simulator.specs import GPUS
@@ -281,5 +282,5 @@ def import_llmservingsim(
     plot_fits(fits, out_dir / PLOT_PNG)
     report = out_dir / REPORT_MD
     extra = render_extra(bundle, got, fits, alternative_fits(got.rows, fits))
-    report.write_text(render_report(profile, fits, seed) + "\n" + extra)
+    atomic_write_text(report, render_report(profile, fits, seed) + "\n" + extra)
     return path, report

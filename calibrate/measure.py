@@ -17,8 +17,10 @@ import pandas as pd
 
 from pagesim.calibrate.backend import Backend
 from pagesim.calibrate.grid import Case
+from pagesim.calibrate.tables import read_table
 from pagesim.calibrate.timing import TimingPolicy
 from pagesim.errors import DataError
+from pagesim.files import atomic_write_text
 
 MEASUREMENTS_CSV = "measurements.csv"
 FEATURE_COLUMNS = ("bytes", "flops", "blocks", "seqs", "tokens")
@@ -64,22 +66,13 @@ def run_plan(
 
 
 def save_measurements(df: pd.DataFrame, out_dir: Path) -> Path:
-    path = Path(out_dir) / MEASUREMENTS_CSV
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False, float_format="%.9g")
-    return path
+    return atomic_write_text(
+        Path(out_dir) / MEASUREMENTS_CSV, df.to_csv(index=False, float_format="%.9g")
+    )
 
 
 def load_measurements(path: Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"measurements file not found: {path} (run `pagesim calibrate` first)")
-    df = pd.read_csv(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise DataError(
-            f"{path}: missing column {missing[0]!r}; required: {list(REQUIRED_COLUMNS)}"
-        )
+    df = read_table(path, REQUIRED_COLUMNS, "the measurements `pagesim calibrate` writes")
     if (df["median_s"] <= 0).any() or df["median_s"].isna().any():
         bad = int(df.index[(df["median_s"] <= 0) | df["median_s"].isna()][0])
         raise DataError(f"{path}: row {bad + 2}: median_s must be a positive number")

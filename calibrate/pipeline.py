@@ -42,6 +42,7 @@ from pagesim.calibrate.synthetic import SYNTHETIC_GPU_NAME
 from pagesim.calibrate.targets import compute_targets
 from pagesim.calibrate.timing import QUICK_POLICY, TimingPolicy
 from pagesim.errors import ConfigError, DataError
+from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import Profile, load_profile
 from pagesim.simulator.specs import GPUS
@@ -158,7 +159,7 @@ def calibrate(
     else:
         # written before the timing too: a run stopped from outside leaves a folder that
         # `pagesim calibrate report` fits (the rows of the last checkpoint)
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+        atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
         df, summary = run_budgeted(
             priority_order(cases, rng),
             backend,
@@ -176,7 +177,7 @@ def calibrate(
                 "to take longer); give a larger --budget-s"
             )
     meas_path = save_measurements(df, out_dir)
-    meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    atomic_write_text(meta_path, json.dumps(meta, indent=2, sort_keys=True))
     meta = json.loads(meta_path.read_text())
     # fit what was saved, so that `rebuild_report` on the folder reproduces it exactly
     fits, report, plot = _finish(out_dir, load_measurements(meas_path), meta)

@@ -20,6 +20,7 @@ import pandas as pd
 from pagesim.calibrate.compare import BANDWIDTH_PNG, plot_decode_bandwidth, render_comparisons
 from pagesim.calibrate.fit import TermFit
 from pagesim.calibrate.targets import Target
+from pagesim.files import atomic_write_text, replaced_atomically
 
 REPORT_MD = "report.md"
 PLOT_PNG = "fit_predicted_vs_measured.png"
@@ -52,7 +53,8 @@ def plot_fits(fits: dict[str, TermFit], path: Path) -> Path:
     for ax in list(axes.flat)[num:]:
         ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with replaced_atomically(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     return path
 
 
@@ -179,8 +181,7 @@ def write_report(
     plot = plot_fits(fits, out_dir / PLOT_PNG)
     if (df["term"] == "paged_decode_attention").any():
         plot_decode_bandwidth(df, meta, out_dir / BANDWIDTH_PNG)
-    report = out_dir / REPORT_MD
-    report.write_text(render_report(meta, fits, targets, df))
+    report = atomic_write_text(out_dir / REPORT_MD, render_report(meta, fits, targets, df))
     return report, plot
 
 

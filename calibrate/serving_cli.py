@@ -138,6 +138,7 @@ def _fit_serving(args: argparse.Namespace) -> int:
 
     from pagesim.calibrate.external import parse_origins
     from pagesim.calibrate.serving import fit_serving, report_lines, serving_profile
+    from pagesim.files import atomic_write_text
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.specs import get_gpu, get_model
 
@@ -184,8 +185,7 @@ def _fit_serving(args: argparse.Namespace) -> int:
     profile = serving_profile(fit, args.base, args.gpu, command=command, server=args.server)
     out = Path(args.out)
     path = profile.save(out / "profile.yaml")
-    report = out / "report.md"
-    report.write_text("\n".join(report_lines(fit, runs, kernels)) + "\n")
+    report = atomic_write_text(out / "report.md", "\n".join(report_lines(fit, runs, kernels)) + "\n")
     s = profile.serving
     print(f"chosen form: {s.form} ({s.describe()})")
     print(f"profile: {path}")

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pagesim.calibrate.tables import read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.iteration import uniform_decode_features, uniform_prefill_features
 from pagesim.simulator.specs import get_gpu, get_model
@@ -71,16 +72,7 @@ class SplitwiseRows:
 
 
 def read_points(path: Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (Splitwise's perf_model.csv)")
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a CSV table: {exc}") from None
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column {missing[0]!r}; required: {list(REQUIRED)}")
+    df = read_table(path, REQUIRED, "Splitwise's perf_model.csv")
     for col in ("prompt_time", "token_time"):
         bad = ~(np.isfinite(df[col].to_numpy(dtype=float)) & (df[col] > 0))
         if bad.any():

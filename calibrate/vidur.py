@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pagesim.calibrate.tables import read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel import features as F
 
@@ -57,20 +58,6 @@ CPU_PARTS = (
     "process_model_outputs_median",
 )
 RAY_PART = "ray_comm_time_mean"
-
-
-def read_table(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a CSV table: {exc}") from None
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column {missing[0]!r}; required: {list(required)}")
-    return df
 
 
 def _stat(df: pd.DataFrame, op: str, stat: str) -> np.ndarray:

@@ -43,7 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pagesim.errors import ConfigError
     from pagesim.experiments.runner import run_experiment
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment
+    from pagesim.experiments.validate import load_experiment_points
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
@@ -52,7 +52,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.docs is not None:
         raise ConfigError("--docs: only the paper suite writes a docs page (pagesim run paper)")
     path = resolve_experiment(args.experiment)
-    spec = load_experiment(path, quick=args.quick, overrides=_parse_set(args.set))
+    spec, points = load_experiment_points(path, quick=args.quick, overrides=_parse_set(args.set))
     default_out = Path("out") / (f"{spec.name}-quick" if args.quick else spec.name)
     out_dir = Path(args.out) if args.out else default_out
     output = run_experiment(
@@ -63,6 +63,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         source=str(path),
         progress=True if args.progress else None,
         variant="quick" if args.quick else "full",
+        points=points,
     )
     print(
         f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
@@ -111,11 +112,11 @@ def _run_paper_suite(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pagesim.experiments.points import expand_runs
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment, validate_points
+    from pagesim.experiments.validate import load_experiment_points, preflight_points
 
     path = resolve_experiment(args.experiment)
-    spec = load_experiment(path, quick=args.quick)
-    validate_points(spec, str(path))  # everything run would reject before simulating
+    spec, points = load_experiment_points(path, quick=args.quick)
+    preflight_points(points, str(path))  # everything run would reject before simulating
     runs = expand_runs(spec)
     print(
         f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"
@@ -325,7 +326,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = subparsers.add_parser(
         "list",
-        help="list shipped experiments, models, GPUs, workloads, allocators, schedulers",
+        help="list shipped experiments and the registered names (models, allocators, ...)",
         description="List what an experiment file may name.",
         epilog="examples:\n  pagesim list\n",
         formatter_class=fmt,

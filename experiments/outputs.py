@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import pandas as pd
 
 from pagesim.experiments.cache import FLOAT_FORMAT
+from pagesim.files import atomic_write_bytes, atomic_write_text
 
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+__all__ = ["atomic_write_bytes", "atomic_write_text", "write_csv"]
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:

@@ -255,10 +255,11 @@ def run_paper_suite(
     (and the report without images at ``docs``); see the module docstring."""
     from pagesim.experiments.outdir import check_out_dir
     from pagesim.experiments.runner import run_experiment
-    from pagesim.experiments.validate import load_experiment
+    from pagesim.experiments.validate import load_experiment_points
 
     name_to_path = suite_experiments()
-    specs = {name: load_experiment(path, quick=quick) for name, path in name_to_path.items()}
+    loaded = {name: load_experiment_points(path, quick=quick) for name, path in name_to_path.items()}
+    specs = {name: spec for name, (spec, _) in loaded.items()}
     missing = missing_data(list(specs.values()))
     if missing:
         raise DataError(missing_data_line(missing))
@@ -269,6 +270,7 @@ def run_paper_suite(
         output = run_experiment(
             spec, out_dir / name, simulate=simulate, executor=executor, jobs=jobs,
             source=str(name_to_path[name]), progress=progress, variant=variant,
+            points=loaded[name][1],
         )  # fmt: skip
         entries.append(
             SuiteEntry(name, spec, output.results, output.chart_paths, output.num_runs,

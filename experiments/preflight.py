@@ -3,8 +3,9 @@
 ``pagesim validate`` and ``pagesim run`` call :func:`preflight` on every point, so
 ``validate`` rejects everything ``run`` would reject before simulating: a missing
 trace CSV, an unprepared table, a missing or malformed profile, replay of a
-workload without timestamps, a KV pool too large to allocate or too small for one
-block (or, for the Max allocator, for one ``max_model_len`` reservation).
+workload without timestamps, a KV pool too large to allocate, too small for one block,
+or one its allocator could never serve a request from (``KVAllocator.pool_problem``:
+a Max allocator's pool must hold one ``max_model_len`` reservation).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pagesim.simulator.spec import RunSpec
 
 def preflight(spec: RunSpec) -> str | None:
     """Why ``spec`` cannot run, in one line, or None."""
+    from pagesim.allocators.registry import ALLOCATORS
     from pagesim.experiments.inputs import run_input_files
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.memory import kv_pool
@@ -67,12 +69,10 @@ def preflight(spec: RunSpec) -> str | None:
             f"allocator.block_size: a block of {block} slots is larger than the whole KV pool "
             f"({pool.capacity_slots} slots)"
         )
-    if spec.allocator.kind == "max" and pool.capacity_slots < spec.max_model_len:
-        return (
-            f"allocator.kind: 'max' reserves max_model_len = {spec.max_model_len} slots per "
-            f"request, but the KV pool has only {pool.capacity_slots} slots"
-        )
-    return None
+    problem = ALLOCATORS[spec.allocator.kind].pool_problem(
+        spec.allocator, capacity_slots=pool.capacity_slots, max_model_len=spec.max_model_len
+    )
+    return None if problem is None else f"allocator.kind: {problem}"
 
 
 def check_run(spec: RunSpec, where: str) -> None:

@@ -1,7 +1,8 @@
 """Names a RunSpec may use, from the registries the other layers own.
 
 Each layer keeps its plug-ins in a plain dict (``pagesim.workloads.WORKLOADS``,
-``pagesim.allocators.ALLOCATORS``, ``pagesim.simulator.SCHEDULERS``,
+``pagesim.workloads.arrivals.ARRIVAL_PROCESSES``, ``pagesim.allocators.ALLOCATORS``
+and ``...contiguous.PLACEMENTS``, ``pagesim.simulator.SCHEDULERS``,
 ``pagesim.simulator.specs.MODELS`` / ``GPUS``). They are imported lazily, and a
 registry a layer does not provide (yet) is reported as unavailable rather than
 guessed: name checks against it are then left to the layer that owns it.
@@ -38,6 +39,10 @@ REGISTRIES = (
     Registry("workloads", "workload.name", "pagesim.workloads", "WORKLOADS"),
     Registry("allocators", "allocator.kind", "pagesim.allocators", "ALLOCATORS"),
     Registry("schedulers", "scheduler.kind", "pagesim.simulator", "SCHEDULERS"),
+    Registry("placements", "allocator.placement", "pagesim.allocators.contiguous", "PLACEMENTS"),
+    Registry(
+        "arrival processes", "arrivals.process", "pagesim.workloads.arrivals", "ARRIVAL_PROCESSES"
+    ),
 )
 
 

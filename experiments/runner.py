@@ -1,7 +1,8 @@
 """Running an experiment: expand, run what is not cached, aggregate, chart, summarise.
 
 ``run_experiment(spec, out_dir)`` is the whole of ``pagesim run``. It validates
-every point first, checks and locks ``out_dir`` (``outdir.py``), runs the runs
+every point first (or preflights the points ``load_experiment_points`` validated, so
+that none is validated twice), checks and locks ``out_dir`` (``outdir.py``), runs the runs
 whose result is not in the cache (in parallel, on the chosen executor), then builds
 everything in ``out_dir`` from the cache:
 
@@ -34,7 +35,6 @@ import functools
 import os
 import shutil
 import sys
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +51,8 @@ from pagesim.experiments.outdir import Manifest, OutLock, make_out_dir, remove_i
 from pagesim.experiments.outputs import atomic_write_text, write_csv
 from pagesim.experiments.points import Point
 from pagesim.experiments.spec import ExperimentSpec
-from pagesim.experiments.validate import validate_points
+from pagesim.experiments.validate import preflight_points, validate_points
+from pagesim.files import replaced_atomically
 from pagesim.simulator.spec import RunSpec
 
 
@@ -146,15 +147,11 @@ def _run_all(
 
 def _link_or_copy(source: Path, target: Path) -> None:
     """``target`` as a hard link to ``source`` (stored once), else a copy; atomically."""
-    tmp = target.with_name(f".tmp-{target.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
+    with replaced_atomically(target) as tmp:
         try:
             os.link(source, tmp)
         except OSError:
             shutil.copyfile(source, tmp)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _place_run_tables(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[str]:
@@ -236,14 +233,19 @@ def run_experiment(
     progress: bool | None = None,
     source: str = "<experiment>",
     variant: str = "full",
+    points: list[tuple[Point, RunSpec]] | None = None,
 ) -> ExperimentOutput:
     """Run ``spec`` into ``out_dir``, reusing cached runs; see the module docstring.
 
     ``progress``: None shows a bar only on a terminal, True always; ``source`` names
     the file in error messages; ``variant`` (``full`` / ``quick``) is recorded in
-    the folder's manifest so the two never mix.
+    the folder's manifest so the two never mix; ``points``: the spec's points as
+    ``load_experiment_points`` validated them (then they are only preflighted here).
     """
-    validated = validate_points(spec, source)
+    if points is None:
+        validated = validate_points(spec, source)
+    else:
+        validated = preflight_points(points, source)
     jobs = jobs if jobs is not None else default_jobs()
     if jobs < 1:
         raise PagesimError(f"--jobs {jobs}: must be at least 1")

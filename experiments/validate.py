@@ -141,7 +141,15 @@ def validate_points(
                 f"{source}: {where}: unknown name {name!r}; allowed: {', '.join(allowed)}"
             )
         validated.append((point, run_spec))
-    for point, run_spec in validated if preflight else []:
+    return preflight_points(validated, source) if preflight else validated
+
+
+def preflight_points(
+    validated: list[tuple[Point, RunSpec]], source: str
+) -> list[tuple[Point, RunSpec]]:
+    """``validated`` (points :func:`validate_points` gave), each checked by
+    ``preflight.py``: its files exist, its pool and blocks fit."""
+    for point, run_spec in validated:
         values = ", ".join(f"{p}={v}" for p, v in point.path_to_value.items())
         named = f"point {point.point_id} ({values})" if values else "base"
         check_run(run_spec, f"{source}: {named}")
@@ -193,6 +201,14 @@ def load_experiment(
     dotted base paths to values and are applied last. The returned spec has passed
     every check in the module docstring but the preflight.
     """
+    return load_experiment_points(source, quick=quick, overrides=overrides)[0]
+
+
+def load_experiment_points(
+    source: str | Path, *, quick: bool = False, overrides: dict[str, Any] | None = None
+) -> tuple[ExperimentSpec, list[tuple[Point, RunSpec]]]:
+    """:func:`load_experiment`, and its points validated as RunSpecs (not preflighted):
+    what ``run_experiment(..., points=...)`` takes, so that no point is validated twice."""
     from pagesim.experiments.shipped import resolve_experiment
 
     path = resolve_experiment(source)
@@ -217,6 +233,6 @@ def load_experiment(
                     "override it); edit the sweep instead"
                 )
         spec = spec.model_copy(update={"base": apply_overrides(spec.base, overrides)})
-    validate_points(spec, str(path), preflight=False)
+    points = validate_points(spec, str(path), preflight=False)
     _check_charts(spec, str(path))
-    return spec
+    return spec, points

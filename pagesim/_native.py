@@ -1,12 +1,13 @@
 """The modules that run compiled, and the guard that runs their sources instead.
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
-path: the engine, the schedulers, the paged allocator, its block pool and its prefix
-cache, the contiguous allocator and its heaps, the admission answers, the recorder and
-the request log, the cost model's formulas, the plan and the request state) and writes
+path: the engine, the schedulers, the paged allocator, its lockstep tables, its block
+pool and its prefix cache, the contiguous allocator and its heaps, the admission
+answers, the recorder and the request log, the cost model's formulas, the plan and the
+request state) and writes
 ``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
 same operations in the same order as their sources, so a simulation gives the same
-results either way (``tests/test_native.py``); they run about three times as fast.
+results either way (``tests/test_native.py``), faster (``docs/performance.md``).
 
 At import (``pagesim/__init__.py`` calls :func:`choose`), the compiled modules are
 used only if every source still has the hash it was compiled from. Otherwise, or
@@ -15,6 +16,10 @@ with ``PAGESIM_PURE_PYTHON=1`` in the environment, all of them are loaded from t
 an edited source warns once that it runs as Python until it is compiled again. The
 modules outside :data:`COMPILED` always load from source, even beside an extension an
 earlier build left.
+
+The rules the compiled modules follow, and the idioms they name (boxed ids, named
+constructors, ...), are in ``docs/compiled_modules.md``; :data:`BoxedId` is the one
+the modules import from here.
 
 This module imports nothing from pagesim (``setup.py`` reads it before pagesim exists).
 """
@@ -29,6 +34,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 #: compiled by mypyc when pagesim is installed (setup.py)
 COMPILED = (
@@ -36,6 +42,7 @@ COMPILED = (
     "pagesim.allocators.validation",
     "pagesim.allocators.prefix_cache",
     "pagesim.allocators.block_pool",
+    "pagesim.allocators.lockstep",
     "pagesim.allocators.paged",
     "pagesim.allocators.buddy",
     "pagesim.allocators.first_fit",
@@ -48,6 +55,9 @@ COMPILED = (
     "pagesim.simulator.metrics",
     "pagesim.simulator.costmodel.model",
     "pagesim.simulator.schedulers.ancestry",
+    "pagesim.simulator.schedulers.step",
+    "pagesim.simulator.schedulers.riders",
+    "pagesim.simulator.schedulers.beams",
     "pagesim.simulator.schedulers.base",
     "pagesim.simulator.schedulers.vllm",
     "pagesim.simulator.schedulers.vllm_paper",
@@ -55,6 +65,11 @@ COMPILED = (
     "pagesim.simulator.schedulers.static",
     "pagesim.simulator.engine",
 )
+
+#: a sequence or group id kept as the object its caller holds: compiled, an ``int``
+#: annotated ``int`` is unboxed, and boxed anew (a new object) at every dict look-up or
+#: store (docs/compiled_modules.md, "Boxed ids")
+BoxedId = Any
 
 #: the environment variable that makes an install, or a run, pure Python
 PURE_ENV = "PAGESIM_PURE_PYTHON"

@@ -58,9 +58,10 @@ class Registered:
 
     ``Annotated[str, Registered("pagesim.allocators.registry", "ALLOCATORS", "allocator")]``
     validates against the dict's keys, imported when a spec is validated (so a layer's
-    spec module need not import its plug-ins), and prints as the allowed names in the
-    generated docs. Adding a plug-in to its dict is all it takes for specs, the CLI and
-    the docs to accept it.
+    spec module need not import its plug-ins); an unknown name's error lists the
+    registered ones. The generated docs print it as a pointer to ``pagesim list``, not
+    as the names, so adding a plug-in to its dict is all it takes: specs, the CLI,
+    ``pagesim list`` and the docs accept it, and no committed page goes stale.
     """
 
     def __init__(self, module: str, attribute: str, what: str) -> None:
@@ -85,7 +86,8 @@ class Registered:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
 
     def __str__(self) -> str:
-        return "one of " + ", ".join(f"`{name}`" for name in self.names())
+        # not the names themselves: the generated docs stay the same when a plug-in is added
+        return f"a registered {self.what} (`pagesim list` names them)"
 
 
 class OneOf:

@@ -52,8 +52,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", help="workload name, e.g. sharegpt")
     p.add_argument("--num-requests", type=int)
     p.add_argument("--rate", type=float, help="Poisson arrival rate, requests per second")
-    p.add_argument("--scheduler", choices=sorted(SCHEDULERS))
-    p.add_argument("--allocator", choices=sorted(ALLOCATORS))
+    # the registered names (``pagesim list`` prints them; a plug-in adds itself)
+    p.add_argument(
+        "--scheduler",
+        choices=sorted(SCHEDULERS),
+        metavar="KIND",
+        help="a registered scheduler (`pagesim list` names them)",
+    )
+    p.add_argument(
+        "--allocator",
+        choices=sorted(ALLOCATORS),
+        metavar="KIND",
+        help="a registered allocator (`pagesim list` names them)",
+    )
     p.add_argument("--block-size", type=int)
     p.add_argument("--watermark", type=float, help="fraction of GPU blocks kept free at admission")
     p.add_argument("--prefix-caching", action="store_true", default=None)

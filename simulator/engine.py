@@ -37,7 +37,7 @@ step one allocator call (bulk append, totals and memory), the cost model's decod
 formula and the recorder, and the scheduler's clock ticked once per run of steps; at a
 step in which groups finish or a request arrives it asks the scheduler whether the run
 stays steady. What a step costs is then O(1) for a decode step with nothing to admit, swap,
-fork or finish (see ``schedulers.base``). A step whose appends copy blocks (the forks of
+fork or finish (see ``schedulers.riders``). A step whose appends copy blocks (the forks of
 parallel sampling writing into their shared last block) is a span step too: the
 allocator appends, measures and counts the copies in one call
 (``KVAllocator.append_all_copying``), and the cost model's general sum prices them.
@@ -106,9 +106,8 @@ class Engine:
         self._decode_time_by_paged = {
             is_paged: self.decode_time_fn(is_paged=is_paged) for is_paged in (True, False)
         }
-        #: the allocator's calls at every step of a decode span, bound once (the
-        #: allocator is a plug-in, called through Python; the scheduler's and the
-        #: recorder's methods are called directly: compiled, through their vtables)
+        #: the allocator's calls at every step of a decode span, bound once (a plug-in,
+        #: called through Python: docs/compiled_modules.md, "Direct calls")
         self._span_calls = (
             scheduler.allocator.append_all_measured,
             scheduler.allocator.append_all_copying,

@@ -35,7 +35,7 @@ import pandas as pd
 from pagesim.allocators.base import MemoryUsage
 
 if TYPE_CHECKING:
-    from pagesim.simulator.schedulers.base import Step
+    from pagesim.simulator.schedulers.step import Step
 
 TIMESERIES_COLUMNS = (
     "t_s",
@@ -366,8 +366,8 @@ class _Window:
         self.batch_sum = 0
         self.prefill_tokens = 0
         self.decode_tokens = 0
-        # slot-seconds per memory category, each its own float (compiled, a float
-        # attribute is added to in place; a list item is a new float object each time)
+        # slot-seconds per memory category (float attributes for sums:
+        # docs/compiled_modules.md)
         self.token_slot_s = 0.0
         self.reserved_slot_s = 0.0
         self.internal_slot_s = 0.0

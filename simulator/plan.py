@@ -18,7 +18,7 @@ scheduler keeps that) and carries only the totals that determine the step's dura
 These are the attention kernels' sufficient statistics (``costmodel.features``), so a
 plan costs O(1) whatever the batch, and a scheduler whose allocator keeps running totals
 builds it in O(1). :meth:`BatchPlan.from_lens` builds one from per-sequence lengths.
-A plan is an immutable named tuple (one is made every step, so it is cheap to build).
+A plan is an immutable named tuple; :func:`plan_of` builds the one of each step.
 """
 
 from __future__ import annotations
@@ -93,6 +93,33 @@ class BatchPlan(NamedTuple):
             and self.num_swapped_in_blocks == 0
             and self.num_swapped_out_blocks == 0
         )
+
+
+def plan_of(
+    prefill: tuple[int, int, int, float],
+    decode: tuple[int, int, int],
+    num_copied_blocks: int,
+    num_swapped_in_blocks: int,
+    num_swapped_out_blocks: int,
+    block_size: int,
+    is_paged: bool,
+) -> BatchPlan:
+    """A step's plan from its totals: ``prefill`` = (sequences, tokens, context sum,
+    scores), ``decode`` = (sequences, context sum, blocks), then the transfers and the
+    cache's kind. A named constructor (docs/compiled_modules.md): every field in order,
+    through ``tuple.__new__``."""
+    return tuple.__new__(
+        BatchPlan,
+        (
+            *prefill,
+            *decode,
+            num_copied_blocks,
+            num_swapped_in_blocks,
+            num_swapped_out_blocks,
+            block_size,
+            is_paged,
+        ),
+    )
 
 
 class Prefill:

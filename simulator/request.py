@@ -39,7 +39,7 @@ from typing import Final
 
 from pagesim.allocators.base import AllocRequest
 
-# Final: compiled code reads them as constants, not from the module's dict
+# Final: read as constants (docs/compiled_modules.md)
 WAITING: Final = "waiting"
 RUNNING: Final = "running"
 SWAPPED: Final = "swapped"
@@ -61,9 +61,8 @@ class DecodeClock:
 class SequenceGroup:
     """Mutable state of one request (identity by object; ``group_id`` = trace request_id).
 
-    Built from the request's trace row; the rest is the run's state, set here. (The
-    ``__init__`` is written out: a dataclass's generated one runs as Python even when
-    the module is compiled, once per request.)"""
+    Built from the request's trace row; the rest is the run's state, set here (a
+    hand-written ``__init__``: docs/compiled_modules.md)."""
 
     group_id: int
     arrival_s: float
@@ -170,9 +169,8 @@ class SequenceGroup:
         return self.num_generated >= self.output_len
 
     def alloc_request(self, seq_id: int) -> AllocRequest:
-        """The group's admission: its prefill tokens, its final length (every field, in
-        order, built as the named tuple's own constructor builds it: ``tuple.__new__``,
-        without its Python-level ``__new__``; one is built per admission)."""
+        """The group's admission: its prefill tokens, its final length (a named
+        constructor, one per admission: docs/compiled_modules.md)."""
         prompt_len = self.prompt_len
         return tuple.__new__(
             AllocRequest,

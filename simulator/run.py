@@ -17,8 +17,9 @@ slots the pinned prefix holds for the whole run (inside ``mem_token_frac``).
 ``notes`` says what the numbers rest on (``simulator.provenance``): why requests
 were dropped or rejected, the cost model kind and profile.
 
-Checked before the run (ConfigError): a Max allocator whose pool is smaller than
-``max_model_len`` (it could never admit a request).
+Checked before the run (ConfigError, by ``make_allocator``): a pool the allocator
+could never serve a request from (``KVAllocator.pool_problem``: a Max allocator whose
+pool is smaller than ``max_model_len``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from contextlib import contextmanager
 import numpy as np
 import simpy
 
-from pagesim.errors import ConfigError
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
 from pagesim.simulator.provenance import request_notes, step_cost_notes
@@ -66,12 +66,6 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
         max_num_seqs=spec.scheduler.max_num_seqs,
     )
-    if spec.allocator.kind == "max" and pool.capacity_slots < spec.max_model_len:
-        raise ConfigError(
-            f"allocator.kind 'max' reserves max_model_len = {spec.max_model_len} slots per request, "
-            f"but the KV pool has only {pool.capacity_slots} slots: raise hardware.kv_slots / "
-            "kv_budget_gib, lower max_model_len, or use allocator pow2, oracle or paged"
-        )
     allocator = make_allocator(
         spec.allocator,
         capacity_slots=pool.capacity_slots,
@@ -222,8 +216,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
     to a few thousand objects in reference cycles (a 300,000-request burst: about
     6,000, the same with the collector on), which the next collection after the replay
     frees. Meanwhile every full collection would scan every object alive, and a burst
-    keeps all its requests alive at once: at 300,000 requests the collector took
-    about a tenth of the run (``docs/performance.md``)."""
+    keeps all its requests alive at once (``docs/performance.md``)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

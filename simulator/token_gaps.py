@@ -13,11 +13,10 @@ equal gaps added one after another as one gap and its count, appended to typed a
 and folded into a sorted ``(gap, count)`` tally whenever more are
 pending than the tally has distinct gaps (at least ``MIN_FOLD``), so memory grows with
 the distinct gaps, not with the tokens, and no gap is a Python object (a dict of float
-keys, filled while requests end, pinned the freed requests' memory pages: ~100 MiB of
-resident memory in a million-request burst). A bulk decode path hands over ``(gap,
-count)`` pairs instead: :meth:`add_run` (the groups riding the decode clock that
-decoded in the previous step too share one gap; one pair per step, 16 bytes, in typed
-arrays) or :meth:`add_many` (whole arrays). The statistics equal numpy's on the
+keys, filled while requests end, pinned the freed requests' memory pages). A bulk decode
+path hands over ``(gap, count)`` pairs instead: :meth:`add_run` (the groups riding the
+decode clock that decoded in the previous step too share one gap; one pair per step, 16
+bytes, in typed arrays) or :meth:`add_many` (whole arrays). The statistics equal numpy's on the
 expanded list: ``np.mean``, ``np.std`` (population, ``ddof=0``), and
 ``np.percentile`` with linear interpolation between the two closest ranks.
 """

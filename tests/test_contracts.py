@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from pagesim.allocators import ALLOCATORS
 from pagesim.allocators.base import MemoryUsage
 from pagesim.cli import main
 from pagesim.errors import ConfigError, DataError, InvariantError
@@ -64,7 +67,8 @@ def test_run_spec_is_strict_and_names_the_key():
         run_spec_from_dict({"allocator": {"block_sise": 8}}, "x.yaml")
     with pytest.raises(ConfigError, match=r"allocator\.block_size"):
         run_spec_from_dict({"allocator": {"block_size": "16"}}, "x.yaml")  # no silent coercion
-    with pytest.raises(ConfigError, match=r"'vllm' needs a paged allocator \(paged\), got 'max'"):
+    paged = ", ".join(sorted(k for k, cls in ALLOCATORS.items() if cls.is_paged))
+    with pytest.raises(ConfigError, match=re.escape(f"'vllm' needs a paged allocator ({paged})")):
         run_spec_from_dict({"scheduler": {"kind": "vllm"}, "allocator": {"kind": "max"}}, "x.yaml")
     with pytest.raises(ConfigError, match="never preempts"):
         run_spec_from_dict(

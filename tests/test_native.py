@@ -201,3 +201,34 @@ def test_modules_outside_the_compiled_set_load_from_source():
     assert all(Path(m.__file__).suffix == ".py" for m in loaded), [
         m.__name__ for m in loaded if Path(m.__file__).suffix != ".py"
     ]
+
+
+def test_named_constructors_keep_the_field_order():
+    """The named constructors (docs/compiled_modules.md) build their named tuples with
+    ``tuple.__new__``, by position: each field, given a value of its own, lands where the
+    keyword constructor puts it."""
+    from pagesim.allocators.base import AllocRequest
+    from pagesim.simulator.plan import BatchPlan, plan_of
+    from pagesim.simulator.request import SequenceGroup
+
+    group = SequenceGroup(3, 0.0, 20, 50, 2, 1, ((7, 20),))
+    group.num_generated = 4
+    built_and_expected = [
+        (
+            plan_of((1, 2, 3, 4.5), (5, 6, 7), 8, 9, 10, 11, False),
+            BatchPlan,
+            {"num_prefill_seqs": 1, "num_prefill_tokens": 2, "prefill_context_sum": 3,
+             "prefill_scores": 4.5, "num_decode_seqs": 5, "decode_context_sum": 6,
+             "decode_num_blocks": 7, "num_copied_blocks": 8, "num_swapped_in_blocks": 9,
+             "num_swapped_out_blocks": 10, "block_size": 11, "is_paged": False},
+        ),
+        (
+            group.alloc_request(9),
+            AllocRequest,
+            {"group_id": 3, "seq_id": 9, "prompt_len": 20, "num_tokens": 24,
+             "segments": ((7, 20),), "max_num_seqs": 2, "target_len": 70},
+        ),
+    ]  # fmt: skip
+    for built, cls, fields in built_and_expected:
+        assert type(built) is cls
+        assert built == cls(**fields) and len(built) == len(cls._fields)

@@ -14,8 +14,6 @@ half-written table behind.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pagesim.errors import DataError
+from pagesim.files import replaced_atomically
 
 _INT_COLUMNS = ("prompt_len", "output_len", "conv_ids")
 
@@ -64,16 +63,8 @@ def save_table(table: LengthTable, path: str | Path) -> Path:
         arrays["arrival_s"] = np.asarray(table.arrival_s, dtype=np.float64)
     if table.conv_ids is not None:
         arrays["conv_ids"] = np.asarray(table.conv_ids, dtype=np.int32)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.npz", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with replaced_atomically(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

@@ -110,7 +110,9 @@ class ArrivalSpec(_Spec):
     as fast); burst: everything at t = 0.
     """
 
-    process: Literal["poisson", "gamma", "quantized-poisson", "replay", "burst"] = "poisson"
+    process: Annotated[
+        str, Registered("pagesim.workloads.arrivals", "ARRIVAL_PROCESSES", "arrival process")
+    ] = "poisson"
     rate_req_s: float | None = Field(default=1.0, gt=0)
     cv: float = Field(default=1.0, gt=0)
     time_scale: float = Field(default=1.0, gt=0)
@@ -118,7 +120,9 @@ class ArrivalSpec(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ArrivalSpec:
-        if self.process in GENERATED_PROCESSES and self.rate_req_s is None:
+        from pagesim.workloads.arrivals import ARRIVAL_PROCESSES
+
+        if ARRIVAL_PROCESSES[self.process].draws_at_rate and self.rate_req_s is None:
             raise ValueError(f"arrivals.rate_req_s is required for process {self.process!r}")
         default_quantum_s = type(self).model_fields["quantum_s"].default
         if self.quantum_s != default_quantum_s and self.process != "quantized-poisson":
@@ -127,7 +131,3 @@ class ArrivalSpec(_Spec):
                 f"not by {self.process!r}"
             )
         return self
-
-
-#: Arrival processes that draw times at ``rate_req_s`` (rather than replaying or bursting).
-GENERATED_PROCESSES = ("poisson", "gamma", "quantized-poisson")

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from pagesim.errors import ConfigError
+from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.serving import ServingPath, serving_from_dict
 
 SCHEMA_VERSION = 1
@@ -255,12 +256,7 @@ class Profile:
     def save(self, path: str | Path) -> Path:
         import yaml  # only here: a run that loads no YAML does not import it
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
-        tmp.replace(path)
-        return path
+        return atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:

@@ -1,4 +1,4 @@
-"""What every scheduler shares: the queues, the step record, and a group's progress.
+"""What every scheduler shares: the queues, admission, and a group's progress.
 
 A scheduler owns the request queues and talks to memory only through the allocator
 interface (``allocators/base.py``). The engine drives it with two calls per step::
@@ -35,59 +35,29 @@ the prompts prefilled, in admission order; then the decoding groups by arrival; 
 groups swapped in during the step, by arrival. The order matters: it decides which
 blocks the LIFO free list and the prefix cache's evictor hand out next.
 
-Speed. Schedulers whose running groups all decode in every step (``rides_clock``:
-vllm, orca) keep those groups on a :class:`DecodeClock` (``simulator.request``): a step
-ticks it once instead of advancing each group, a heap says at which tick each group
-finishes, the allocator appends one slot to every sequence in bulk
-(``can_append_all`` / ``append_slot_all``) and the plan's totals come from the
-allocator's running totals (``decode_totals``). A decode step then costs O(1) plus the
-groups that need work of their own (finishing, forking, beams). When the bulk
-condition does not hold, the scheduler takes the per-group path of the same rule.
-A step's beam groups draw their parents ahead, together (``ancestry.UniformDraws``:
-the values of one ``rng.integers`` call each, from 32-bit values the generator gives
-out in chunks), a drawn row's outcome is remembered (a width-4 step has 256), and each
-group frees and forks in one allocator call (``free_and_fork``) in which a child takes
-the id of a beam freed in the same step: a paged allocator then keeps the beams in its
-running totals and leaves the copy of a shared last block to the next bulk append.
-
-Steady runs. A step whose decisions the next steps would repeat exactly (a bulk decode
-of every running group, nothing to admit, swap in or advance by hand) is *steady*;
-:meth:`Scheduler.steady_ticks` says for how many steps, up to the next finish. A
-decode step sets it from its own decisions (``schedule``); a step after which groups
-finished, forked or started riding sets it when :meth:`Scheduler._steady_after_advance`
-holds (nothing waits, nothing is swapped out; for vllm also: nothing is swapped out
-and the head of the queue waits for memory, and a request that arrives behind such a
-head leaves the run steady). The engine runs those steps through
-:meth:`Scheduler.tick`, :meth:`Scheduler.finish_due` and the allocator's
-``append_all_measured``, without calling ``schedule``; a step whose appends copy
-blocks goes through ``append_all_copying`` (the same append, with its copies counted
-for the cost model and the recorder). The allocator refuses (None) when a swap or an
-earlier copy waits to be drained, or memory runs short for the bulk path; such a step
-goes through ``schedule``.
+The speed of it is in the layers below ``Scheduler``: ``DecodeRiders`` (``riders.py``:
+the groups that ride the decode clock, and the steady runs of steps the engine takes
+without ``schedule()``) and ``BeamSteps`` (``beams.py``: the beam step, its parents
+drawn ahead, one allocator call per group). The step record is ``step.py``'s
+:class:`Step`.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections import deque
 from collections.abc import Callable
-from heapq import heappop, heappush
 from operator import attrgetter
-from typing import Any, ClassVar, Final
+from typing import ClassVar
 
 import numpy as np
 from mypy_extensions import mypyc_attr
 
-from pagesim.allocators.base import (
-    AllocRequest,
-    DecodeTotals,
-    KVAllocator,
-    MemoryUsage,
-)
+from pagesim.allocators.base import AllocRequest, DecodeTotals, KVAllocator
 from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
-from pagesim.simulator.plan import BatchPlan, Prefill
+from pagesim.simulator.plan import Prefill, plan_of
 from pagesim.simulator.request import (
     FINISHED,
     REJECTED,
@@ -95,16 +65,11 @@ from pagesim.simulator.request import (
     SWAPPED,
     UNFINISHED,
     WAITING,
-    DecodeClock,
     SequenceGroup,
 )
-from pagesim.simulator.schedulers.ancestry import BeamPlan, UniformDraws, beam_parents, beam_plan
+from pagesim.simulator.schedulers.beams import BeamSteps
+from pagesim.simulator.schedulers.step import Step
 from pagesim.simulator.spec import SchedulerSpec
-from pagesim.simulator.token_gaps import TokenGaps
-
-#: beam steps with more possible parent draws than this (beams ** width; width 5 has
-#: 3,125) are planned each time instead of remembered, so memory stays bounded
-MAX_REMEMBERED_BEAM_PLANS: Final = 4096
 
 
 def reservation_never_fits_reason(
@@ -129,79 +94,15 @@ def _batch_order(work: tuple[int, int, SequenceGroup]) -> tuple[int, int]:
 by_arrival: Callable[[SequenceGroup], int] = attrgetter("group_id")
 
 
-class Step:
-    """What one ``schedule()`` decided, for the engine, the cost model and the metrics.
-
-    ``plan`` is empty when nothing can run now; ``usage_slots`` is the memory breakdown
-    the step (or the idle period) runs in, as ``KVAllocator.usage_slots`` gives it, of a
-    pool of ``capacity_slots`` (``usage``: as a MemoryUsage); the queue lengths are taken
-    after the schedule; ``num_groups`` counts the groups in the batch (prefills and
-    decodes) and ``num_decode_groups`` those decoding; ``is_blocked``: a request waited
-    for memory it could not get; ``prefix_hit_tokens``: prompt tokens served from the
-    prefix cache to the groups admitted now. (A plain class, not a named tuple: compiled,
-    the one made every step is built without Python's tuple constructor.)
-    """
-
-    __slots__ = (
-        "plan",
-        "capacity_slots",
-        "usage_slots",
-        "num_groups",
-        "num_decode_groups",
-        "num_waiting",
-        "num_running",
-        "num_swapped",
-        "is_blocked",
-        "prefix_hit_tokens",
-    )
-
-    def __init__(
-        self,
-        plan: BatchPlan,
-        capacity_slots: int,
-        usage_slots: tuple[int, int, int, int, int, int],
-        num_groups: int,
-        num_decode_groups: int,
-        num_waiting: int,
-        num_running: int,
-        num_swapped: int,
-        is_blocked: bool,
-        prefix_hit_tokens: int = 0,
-    ) -> None:
-        self.plan = plan
-        self.capacity_slots = capacity_slots
-        self.usage_slots = usage_slots
-        self.num_groups = num_groups
-        self.num_decode_groups = num_decode_groups
-        self.num_waiting = num_waiting
-        self.num_running = num_running
-        self.num_swapped = num_swapped
-        self.is_blocked = is_blocked
-        self.prefix_hit_tokens = prefix_hit_tokens
-
-    @property
-    def usage(self) -> MemoryUsage:
-        return MemoryUsage(self.capacity_slots, *self.usage_slots)
-
-    @property
-    def is_empty(self) -> bool:
-        return self.plan.is_empty
-
-    @property
-    def has_work(self) -> bool:
-        """Requests are still queued, running or swapped out after this schedule."""
-        return bool(self.num_waiting or self.num_running or self.num_swapped)
-
-
 @mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it
-class Scheduler(ABC):
+class Scheduler(BeamSteps):
     """Base of the vllm / orca / static schedulers (see the module docstring)."""
 
     kind: ClassVar[str] = "abstract"
     #: the allocators it can run on: paged (True) or contiguous (False); and why
     needs_paged: ClassVar[bool] = True
     pairing_note: ClassVar[str] = ""
-    #: whether its running groups all decode in every step (module docstring: speed)
+    #: whether its running groups all decode in every step (they ride the clock: riders.py)
     rides_clock: ClassVar[bool] = False
     #: after a step that was not steady and in which no group finished, forked or
     #: started riding, ask :meth:`_steady_after_advance` too (off: such a step is
@@ -216,13 +117,11 @@ class Scheduler(ABC):
         max_model_len: int,
         rng: np.random.Generator,
     ) -> None:
+        super().__init__(allocator, rng, spec.beam_keep_prob)
         self.spec = spec
-        self.allocator = allocator
         self.max_model_len = max_model_len
-        self.rng = rng
-        self._beam_keep_prob = spec.beam_keep_prob
-        #: the spec's caps and preemption mode, read once (a pydantic model's field is
-        #: read through its class's ``__getattr__`` hook, at every admission check)
+        #: the spec's caps and preemption mode (docs/compiled_modules.md: spec fields
+        #: read once)
         self.max_num_seqs = spec.max_num_seqs
         self.max_num_batched_tokens = spec.max_num_batched_tokens
         self.preemption_mode = spec.preemption_mode
@@ -230,49 +129,19 @@ class Scheduler(ABC):
         self._capacity_slots = allocator.capacity_slots
         self._block_size = allocator.block_size
         self._is_paged = allocator.is_paged
-        #: the uniform parents' draws (``beam_keep_prob`` = 0): ``rng.integers`` calls'
-        #: values, the generator read ahead (``ancestry.UniformDraws``)
-        self._uniform = UniformDraws(rng)
-        #: the beam steps of the current ``_advance``, planned ahead, by group (by
-        #: identity: no id is boxed for the look-up)
-        self._beam_plan_by_group: dict[SequenceGroup, BeamPlan] = {}
-        #: beam plans by (beams, width), then by parents drawn, the parents of slots
-        #: 0, 1, ... as the digits of a number in base ``beams`` (``_beam_plans_of``)
-        self._beam_plans: dict[tuple[int, int], dict[int, BeamPlan]] = {}
         self.waiting: deque[SequenceGroup] = deque()
         #: running groups in the order they (re)started running
         self.running: dict[SequenceGroup, None] = {}
         self.swapped: list[SequenceGroup] = []
         self.num_preemptions = 0
-        self.clock = DecodeClock()
-        #: running groups that do not ride the clock (each advanced at the end of a step)
-        self._individual: dict[SequenceGroup, None] = {}
         self._num_running_seqs = 0
-        self._finish_events: list[tuple[int, int, int, SequenceGroup]] = []
-        self._ride_id_by_group: dict[int, int] = {}
-        self._next_ride_id = 0
         #: what the last schedule() put in the step (see finish_step)
         self._prefilled: list[SequenceGroup] = []
         self._swapped_in: list[SequenceGroup] = []
         self._ticks = False
-        #: the last schedule() was a bulk decode whose decisions repeat (see steady_ticks)
-        self._steady = False
-        #: whether a request waited for memory in the step that set ``_steady``
-        self._steady_blocked = False
-        #: every inter-token gap, for vLLM's ITL statistics (simulator/token_gaps.py)
-        self.token_gaps = TokenGaps()
-        #: riders since before the last tick share its time as their last token's
-        self._num_riders = 0
-        self._last_tick_s = 0.0
-        #: riders that joined since the last tick (their last token is their own)
-        self._fresh_riders: dict[SequenceGroup, None] = {}
         self._done: list[SequenceGroup] = []
-        self._next_seq_id = 0
         #: prompt tokens served from the prefix cache, per group admitted in this schedule()
         self._prefill_cached: dict[int, int] = {}
-        #: times memory was given back to the allocator (``free``, ``free_and_fork``,
-        #: ``swap_out``): nothing else lets more of it be free
-        self._num_frees = 0
         #: the last admission check's (group, tokens generated, ``alloc_request(-1)``)
         self._checked_request: tuple[SequenceGroup, int, AllocRequest] | None = None
         self._init_state()
@@ -281,8 +150,7 @@ class Scheduler(ABC):
         """A subclass's own state, set up at the end of ``__init__`` (so that every
         scheduler is built with the base's arguments); an override calls this first."""
 
-    # ---- the engine's interface -----------------------------------------------------
-
+    # ---- the engine's interface -------------------------------------------------------
     def add(self, group: SequenceGroup) -> None:
         """A request arrives: it joins the tail of the waiting queue."""
         group.status = WAITING
@@ -321,32 +189,6 @@ class Scheduler(ABC):
             return
         self._prefilled = []
         self._advance(work, now_s)
-
-    def _pop_due_riders(self) -> list[SequenceGroup]:
-        """The riders whose last token came at this tick (the heap's current entries)."""
-        ticks = self.clock.ticks
-        events = self._finish_events
-        due = []
-        if events and events[0][0] <= ticks:
-            ride_ids = self._ride_id_by_group
-            while events and events[0][0] <= ticks:
-                _, group_id, ride_id, group = heappop(events)
-                if ride_ids.get(group_id) == ride_id:
-                    due.append(group)
-        return due
-
-    def finish_due(self, now_s: float) -> bool:
-        """After :meth:`tick` in a steady run: finish the riders that are done, as
-        ``finish_step`` would (in arrival order); True if any was. The run stays steady
-        (:meth:`steady_ticks` counts on) when :meth:`_steady_after_finish` says so."""
-        due = self._pop_due_riders()
-        if not due:
-            return False
-        if len(due) == 1:
-            self._advance([(1, due[0].group_id, due[0])], now_s)
-        else:
-            self._advance(sorted([(1, g.group_id, g) for g in due]), now_s)
-        return True
 
     def _steady_after_advance(self, ended: bool) -> bool:
         """Whether the next ``schedule()``, after groups finished, forked or started
@@ -388,54 +230,6 @@ class Scheduler(ABC):
                 self._ride(group)
         self._steady_blocked = False
         self._steady = self._steady_after_advance(len(self._done) != num_done)
-
-    def steady_ticks(self) -> int:
-        """After a decode step: how many more steps would repeat its decisions exactly,
-        as long as every sequence can take a slot in bulk (the allocator answers each
-        step) and nothing arrives (the engine watches): every group rides the clock,
-        nothing is swapped out, and the head of the queue (if any) stays blocked, since
-        memory only shrinks and the batch does not change, up to and including the step
-        in which the next group finishes. 0: none. The engine runs those steps with
-        :meth:`tick` and, at the last, :meth:`finish_due` (``Engine`` decode spans)."""
-        if not self._steady or self._individual:
-            return 0
-        events = self._finish_events
-        while events and self._ride_id_by_group.get(events[0][1]) != events[0][2]:
-            heappop(events)
-        if not events:
-            return 0
-        return events[0][0] - self.clock.ticks
-
-    def tick(self, now_s: float) -> None:
-        """Every rider generates a token at ``now_s`` (a decode step ended): one gap for
-        those that ticked at the last tick too, one each for those that joined since.
-        The engine calls it alone for the steps of a steady run (:meth:`steady_ticks`)."""
-        self.clock.ticks += 1
-        fresh = self._fresh_riders
-        num_old = self._num_riders - len(fresh)
-        if num_old:
-            self.token_gaps.add_run(now_s - self._last_tick_s, num_old)
-        if fresh:
-            for group in fresh:
-                self.token_gaps.add(now_s - group.last_token_s)
-            fresh.clear()
-        self._last_tick_s = now_s
-
-    def tick_run(self, ends_s: list[float]) -> None:
-        """:meth:`tick` at each time of ``ends_s`` in turn (the steps of a steady run),
-        in one call: the same clock and the same gaps."""
-        start = 0
-        if self._fresh_riders:
-            self.tick(ends_s[0])
-            start = 1
-            if len(ends_s) == 1:
-                return
-        self.clock.ticks += len(ends_s) - start
-        if self._num_riders:
-            self.token_gaps.add_tick_runs(
-                self._last_tick_s, ends_s[start:] if start else ends_s, self._num_riders
-            )
-        self._last_tick_s = ends_s[-1]
 
     def _finish_group(self, group: SequenceGroup, now_s: float) -> None:
         self._stop_running(group)
@@ -511,7 +305,6 @@ class Scheduler(ABC):
                     )
 
     # ---- helpers for subclasses -------------------------------------------------------
-
     def _start_running(self, group: SequenceGroup) -> None:
         """``group`` holds its memory and is in the batch from this step on."""
         group.status = RUNNING
@@ -529,27 +322,6 @@ class Scheduler(ABC):
             self._stop_riding(group)
         else:
             del self._individual[group]
-
-    def _ride(self, group: SequenceGroup) -> None:
-        clock = self.clock
-        group.ride(clock)
-        self._num_riders += 1
-        self._fresh_riders[group] = None
-        ride_id = self._next_ride_id
-        self._next_ride_id = ride_id + 1
-        group_id = group.group_id
-        self._ride_id_by_group[group_id] = ride_id
-        done_at = clock.ticks + group.output_len - group.num_generated
-        heappush(self._finish_events, (done_at, group_id, ride_id, group))
-
-    def _stop_riding(self, group: SequenceGroup) -> None:
-        if group in self._fresh_riders:
-            del self._fresh_riders[group]
-        else:
-            group.last_token_s = self._last_tick_s  # it ticked at the last tick
-        self._num_riders -= 1
-        group.stop_riding()
-        del self._ride_id_by_group[group.group_id]
 
     def _new_seq_id(self, group: SequenceGroup) -> int:
         seq_id = self._next_seq_id
@@ -688,19 +460,14 @@ class Scheduler(ABC):
         else:
             prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
-        # every field in order, as the named tuple's constructor builds it (tuple.__new__,
-        # without its Python-level __new__: one plan per step)
-        plan = tuple.__new__(
-            BatchPlan,
-            (
-                *prefill,
-                *decode,
-                transfers.num_copied_blocks,
-                transfers.num_swapped_in_blocks,
-                transfers.num_swapped_out_blocks,
-                self._block_size,
-                self._is_paged,
-            ),
+        plan = plan_of(
+            prefill,
+            decode,
+            transfers.num_copied_blocks,
+            transfers.num_swapped_in_blocks,
+            transfers.num_swapped_out_blocks,
+            self._block_size,
+            self._is_paged,
         )
         return Step(
             plan,
@@ -740,107 +507,3 @@ class Scheduler(ABC):
             parent = group.seq_ids[0]
             forks = [(parent, self._new_seq_id(group)) for _ in range(group.n - 1)]
             self.allocator.free_and_fork([], forks)
-
-    def _draw_beam_parents(self, work: list[tuple[int, int, SequenceGroup]]) -> None:
-        """The uniform parents (``beam_keep_prob`` = 0) of every beam step ``work`` will
-        take, drawn ahead: consecutive groups with the same number of beams and width
-        share one draw (``UniformDraws.integers``). numpy draws such values one at a
-        time, so they are those of one ``rng.integers(0, beams, size=width)`` call per
-        group in batch order (``tests/simulator/test_beam_ancestry.py``); a group with
-        one beam draws nothing (a range of one value consumes no random numbers)."""
-        batch: list[SequenceGroup] = []
-        batch_shape = (0, 0)
-        for _, _, group in work:
-            width = group.beam_width
-            if width == 1 or group.is_riding or group.num_generated + 1 >= group.output_len:
-                continue  # no beam step: not beam search, or the token ends the group
-            num_beams = len(group.seq_ids)
-            if num_beams == 1:
-                continue
-            if (num_beams, width) != batch_shape:
-                if batch:
-                    self._plan_beam_steps(batch, batch_shape[0], batch_shape[1])
-                batch = []
-                batch_shape = (num_beams, width)
-            batch.append(group)
-        if batch:
-            self._plan_beam_steps(batch, batch_shape[0], batch_shape[1])
-
-    def _plan_beam_steps(self, groups: list[SequenceGroup], num_beams: int, width: int) -> None:
-        """Draw the parents of ``groups`` (each ``num_beams`` beams, ``width`` slots) in
-        one call and keep each group's :func:`beam_plan` for its ``_beam_step``."""
-        values = self._uniform.integers(num_beams, len(groups) * width)
-        plan_by_group = self._beam_plan_by_group
-        if num_beams**width > MAX_REMEMBERED_BEAM_PLANS:
-            for i, group in enumerate(groups):
-                parents = values[i * width : (i + 1) * width]
-                plan_by_group[group] = beam_plan(num_beams, parents)
-            return
-        plans = self._beam_plans_of(num_beams, width)
-        start = 0
-        for group in groups:
-            end = start + width
-            key = 0
-            for i in range(start, end):
-                key = key * num_beams + values[i]
-            plan = plans.get(key)
-            if plan is None:
-                plan = plans[key] = beam_plan(num_beams, values[start:end])
-            plan_by_group[group] = plan
-            start = end
-
-    def _beam_plans_of(self, num_beams: int, width: int) -> dict[int, BeamPlan]:
-        """The :func:`beam_plan` of each parents drawn so far for this many beams and
-        slots (a width-4 step has 256 outcomes: plans are remembered, not recounted;
-        wider steps, past ``MAX_REMEMBERED_BEAM_PLANS`` outcomes, are counted each time)."""
-        plans = self._beam_plans.get((num_beams, width))
-        if plans is None:
-            plans = self._beam_plans[num_beams, width] = {}
-        return plans
-
-    def _beam_step(self, group: SequenceGroup) -> None:
-        """The module docstring's beam rule: unchosen beams are freed, a parent chosen c
-        times continues and forks c - 1 children (``KVAllocator.free_and_fork``). The ids
-        are handled as the objects the lists hold (``Any``: compiled, an ``int`` would be
-        unboxed and each store would make a new object)."""
-        beams: list[Any] = group.seq_ids
-        num_beams = len(beams)
-        width = group.beam_width
-        plan = self._beam_plan_by_group.get(group)
-        if plan is not None:
-            del self._beam_plan_by_group[group]
-        else:  # not drawn ahead: keep_prob > 0, one beam, or the static scheduler
-            if self._beam_keep_prob:  # draws its keeps even for one beam
-                parents = beam_parents(self.rng, num_beams, width, self._beam_keep_prob).tolist()
-            else:  # uniform (one beam: every slot continues it, and nothing is drawn)
-                parents = self._uniform.integers(num_beams, width)
-            plan = beam_plan(num_beams, parents)
-        freed_positions, kept = plan
-        if not freed_positions and num_beams == width:
-            return  # every beam continues its own line: nothing is freed or forked
-        freed: list[Any] = [beams[i] for i in freed_positions]
-        seq_ids: list[Any] = []
-        forks: list[tuple[Any, Any]] = []
-        beam: Any
-        child: Any
-        next_seq_id = self._next_seq_id
-        num_reused = 0
-        for position, num_children in kept:
-            beam = beams[position]
-            seq_ids.append(beam)
-            for _ in range(num_children):
-                # a child takes the id of a freed beam while there is one (the i-th fork
-                # the i-th freed id: ``KVAllocator.free_and_fork``), else a new one
-                if num_reused < len(freed):
-                    child = freed[num_reused]
-                    num_reused += 1
-                else:
-                    child = next_seq_id
-                    next_seq_id += 1
-                forks.append((beam, child))
-                seq_ids.append(child)
-        self._next_seq_id = next_seq_id
-        group.seq_ids = seq_ids
-        # the beams not chosen are freed first: a contiguous allocator forks into their regions
-        self.allocator.free_and_fork(freed, forks)
-        self._num_frees += 1

@@ -41,7 +41,8 @@ from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
-from pagesim.simulator.schedulers.base import Scheduler, Step
+from pagesim.simulator.schedulers.base import Scheduler
+from pagesim.simulator.schedulers.step import Step
 
 
 def budget_reason(num_tokens: int, max_num_batched_tokens: int) -> str:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.status import AllocStatus
-from pagesim.simulator.schedulers.base import Scheduler, Step
+from pagesim.simulator.schedulers.base import Scheduler
+from pagesim.simulator.schedulers.step import Step
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # plug-ins subclass it

@@ -66,7 +66,8 @@ from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
 from pagesim.simulator.plan import Prefill
 from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
-from pagesim.simulator.schedulers.base import Scheduler, Step, by_arrival
+from pagesim.simulator.schedulers.base import Scheduler, by_arrival
+from pagesim.simulator.schedulers.step import Step
 
 
 def prompt_limit_reason(num_tokens: int, prompt_limit: int) -> str:

@@ -77,7 +77,8 @@ from __future__ import annotations
 from mypy_extensions import mypyc_attr
 
 from pagesim.simulator.request import WAITING, SequenceGroup
-from pagesim.simulator.schedulers.base import Step, by_arrival
+from pagesim.simulator.schedulers.base import by_arrival
+from pagesim.simulator.schedulers.step import Step
 from pagesim.simulator.schedulers.vllm import (
     VllmScheduler,
 )

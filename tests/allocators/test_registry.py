@@ -20,8 +20,10 @@ def build(**kw):
     )
 
 
-def test_every_spec_kind_has_a_factory():
-    assert set(ALLOCATORS) == {"paged", "max", "pow2", "oracle"}
+def test_every_registered_kind_is_built_by_its_class():
+    assert {"paged", "max", "pow2", "oracle"} <= set(ALLOCATORS)  # the shipped ones
+    for kind, cls in ALLOCATORS.items():
+        assert isinstance(build(kind=kind), cls), kind
 
 
 def test_paged_sizes_come_from_slots_and_block_size():
@@ -43,6 +45,7 @@ def test_contiguous_kinds_and_placements():
 
 
 def test_impossible_pools_name_the_value():
+    small = {"capacity_slots": 1024, "cpu_capacity_slots": 0, "max_model_len": 2048}
     spec = AllocatorSpec(kind="paged", block_size=32)
     with pytest.raises(
         ConfigError, match="KV pool of 31 slots is smaller than one block.*block_size=32"
@@ -51,6 +54,9 @@ def test_impossible_pools_name_the_value():
     bad = AllocatorSpec.model_construct(kind="paged", block_size=0, granule_slots=16)
     with pytest.raises(ConfigError, match="block_size .* got 0"):
         make_allocator(bad, capacity_slots=1024, cpu_capacity_slots=0, max_model_len=2048)
+    with pytest.raises(ConfigError, match="'max' reserves max_model_len = 2048 slots .* only 1024"):
+        make_allocator(AllocatorSpec(kind="max"), **{**small, "max_model_len": 2048})
+    assert make_allocator(AllocatorSpec(kind="pow2"), **small).capacity_slots == 1024
     unknown = AllocatorSpec.model_construct(kind="slab", block_size=16, granule_slots=16)
     with pytest.raises(ConfigError, match="unknown allocator 'slab'"):
         make_allocator(unknown, capacity_slots=1024, cpu_capacity_slots=0, max_model_len=2048)
