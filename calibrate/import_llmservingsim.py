@@ -33,8 +33,8 @@ from pagesim.calibrate import llmservingsim as L
 from pagesim.calibrate.external import PROFILE_YAML, Source, render_report
 from pagesim.calibrate.fit import TermFit, fit_all, fit_coefficients, predict
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
-from pagesim.files import atomic_write_text
 from pagesim.errors import ConfigError
+from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
 from pagesim.simulator.specs import GPUS
 
