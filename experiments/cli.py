@@ -183,8 +183,18 @@ def _cmd_crosscheck_splitwise(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``run``, ``validate``, ``validate-vllm``, ``crosscheck-splitwise`` and ``list``."""
+    """Add ``run``, ``validate``, ``validate-vllm``, ``replay-vllm``,
+    ``crosscheck-splitwise`` and ``list``."""
     fmt = argparse.RawDescriptionHelpFormatter
+    _register_run(subparsers, fmt)
+    _register_validate(subparsers, fmt)
+    _register_validate_vllm(subparsers, fmt)
+    _register_replay_vllm(subparsers, fmt)
+    _register_crosscheck_splitwise(subparsers, fmt)
+    _register_list(subparsers, fmt)
+
+
+def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
     run = subparsers.add_parser(
         "run",
         help="run an experiment YAML: sweep, results.csv, charts, summary.md",
@@ -237,6 +247,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
+
+def _register_validate(subparsers: argparse._SubParsersAction, fmt) -> None:
     validate = subparsers.add_parser(
         "validate",
         help="check an experiment file without running it",
@@ -248,6 +260,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--quick", action="store_true", help="validate the --quick variant too")
     validate.set_defaults(func=_cmd_validate)
 
+
+def _register_validate_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     vv = subparsers.add_parser(
         "validate-vllm",
         help="replay real vLLM runs and compare latencies (validation.csv, a page, a chart)",
@@ -274,6 +288,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     vv.set_defaults(func=_cmd_validate_vllm)
 
+
+def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     rv = subparsers.add_parser(
         "replay-vllm",
         help="replay your own `vllm bench serve` result and compare every metric",
@@ -306,6 +322,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rv.add_argument("--out", required=True, help="output folder")
     rv.set_defaults(func=_cmd_replay_vllm)
 
+
+def _register_crosscheck_splitwise(subparsers: argparse._SubParsersAction, fmt) -> None:
     cs = subparsers.add_parser(
         "crosscheck-splitwise",
         help="predict Splitwise's measured iteration times from the Vidur-fitted profiles",
@@ -324,6 +342,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cs.add_argument("--docs", default=None, help="also write the page here")
     cs.set_defaults(func=_cmd_crosscheck_splitwise)
 
+
+def _register_list(subparsers: argparse._SubParsersAction, fmt) -> None:
     listing = subparsers.add_parser(
         "list",
         help="list shipped experiments and the registered names (models, allocators, ...)",

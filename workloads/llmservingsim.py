@@ -122,6 +122,41 @@ def read_timeseries(path: Path) -> pd.DataFrame:
     return df
 
 
+def _request_rows(requests: Path) -> list[dict[str, Any]]:
+    """The per-request records, each with every key and served (no null time)."""
+    rows = _read_jsonl(requests, "LLMServingSim's per-request records")
+    for i, row in enumerate(rows, start=1):
+        missing = [k for k in REQUEST_KEYS if k not in row]
+        if missing:
+            raise DataError(
+                f"{requests}: line {i}: no key {missing[0]!r}; required: {list(REQUEST_KEYS)}"
+            )
+        unserved = [k for k in REQUEST_KEYS[3:] if row[k] is None]
+        if unserved:
+            raise DataError(
+                f"{requests}: line {i} ({row['request_id']}): {unserved[0]} is null: the "
+                "request was not served, and a replay cannot leave it out without changing the load"
+            )
+    return rows
+
+
+def _meta_doc(meta_path: Path, num_rows: int, requests_name: str, sources: list) -> dict[str, Any]:
+    """``meta.json`` (empty when absent; its sha256 appended to ``sources``)."""
+    if not meta_path.is_file():
+        return {}
+    try:
+        meta_doc = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
+    if not isinstance(meta_doc, dict):
+        raise DataError(f"{meta_path}: expected a JSON object")
+    sources.append((str(meta_path), sha256_of(meta_path)))
+    declared = meta_doc.get("num_requests")
+    if declared is not None and declared != num_rows:
+        raise DataError(f"{meta_path}: num_requests is {declared}, {requests_name} has {num_rows}")
+    return meta_doc
+
+
 def read_run(run_dir: str | Path, dataset: str = DATASET) -> MeasuredRun:
     """One LLMServingSim vLLM run (module docstring) as a :class:`MeasuredRun`.
 
@@ -138,35 +173,9 @@ def read_run(run_dir: str | Path, dataset: str = DATASET) -> MeasuredRun:
     run_dir = Path(run_dir)
     folder = _run_files(run_dir)
     requests = folder / "requests.jsonl"
-    rows = _read_jsonl(requests, "LLMServingSim's per-request records")
-    for i, row in enumerate(rows, start=1):
-        missing = [k for k in REQUEST_KEYS if k not in row]
-        if missing:
-            raise DataError(
-                f"{requests}: line {i}: no key {missing[0]!r}; required: {list(REQUEST_KEYS)}"
-            )
-        unserved = [k for k in REQUEST_KEYS[3:] if row[k] is None]
-        if unserved:
-            raise DataError(
-                f"{requests}: line {i} ({row['request_id']}): {unserved[0]} is null: the "
-                "request was not served, and a replay cannot leave it out without changing the load"
-            )
-    meta_path = folder / "meta.json"
-    meta_doc: dict[str, Any] = {}
+    rows = _request_rows(requests)
     sources = [(str(requests), sha256_of(requests))]
-    if meta_path.is_file():
-        try:
-            meta_doc = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
-        if not isinstance(meta_doc, dict):
-            raise DataError(f"{meta_path}: expected a JSON object")
-        sources.append((str(meta_path), sha256_of(meta_path)))
-        declared = meta_doc.get("num_requests")
-        if declared is not None and declared != len(rows):
-            raise DataError(
-                f"{meta_path}: num_requests is {declared}, {requests.name} has {len(rows)}"
-            )
+    meta_doc = _meta_doc(folder / "meta.json", len(rows), requests.name, sources)
     raw = pd.DataFrame(rows)
     # sort by the engine's arrival first, so the meta arrays below share the table's order
     # (check_records sorts stably, which then keeps this order)

@@ -171,6 +171,29 @@ def replay_vllm(
     written["json"].write_text(json.dumps(sim_json, indent=1))
     metrics = metric_table(raw, sim_json)
     written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name)
+    lines = _page_lines(
+        path,
+        run,
+        raw,
+        result,
+        settings,
+        metrics,
+        model=model,
+        gpu=gpu,
+        scheduler=scheduler,
+        cost_name=cost_name,
+    )
+    written["page"] = out_dir / PAGE_NAME
+    written["page"].write_text("\n".join(lines))
+    return written
+
+
+def _page_lines(
+    path, run, raw, result, settings, metrics, *, model, gpu, scheduler, cost_name
+) -> list[str]:
+    """replay.md: the run, the settings replayed, every metric beside the measured one."""
+    from pagesim.experiments.validation import vcsv
+
     lines = [
         f"# Replay of {path.name}",
         "",
@@ -204,9 +227,7 @@ def replay_vllm(
         f"`vllm bench serve` result in `{JSON_NAME}`.",
         "",
     ]
-    written["page"] = out_dir / PAGE_NAME
-    written["page"].write_text("\n".join(lines))
-    return written
+    return lines
 
 
 def _chart(measured: pd.DataFrame, replayed: pd.DataFrame, path: Path, title: str) -> Path:

@@ -279,10 +279,13 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
 def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     """The page's DistServe sections: launches, the KV pool, the serving fit, the
     decode time given the measured concurrency, saturation, the limits."""
-    from pagesim.calibrate.serving import records_blocks_in_use
+    parts = (_launch_lines, _pool_lines, _fit_lines, _open_loop_lines, _saturation_lines)
+    return [line for part in parts for line in part(study, table, replays)]
 
+
+def _launch_lines(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
+    """The records, the server and its launches."""
     manifest: Manifest = study.extra["manifest"]
-    fit_result = study.extra["fit"]
     lines = [
         "## The server and its launches",
         "",
@@ -295,7 +298,14 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     for name, launch in manifest.launches.items():
         settings = ", ".join(f"{k} {v}" for sec in launch.settings.values() for k, v in sec.items())
         lines.append(f"| {name} | {settings} | {launch.evidence} |")
-    lines += [
+    return lines
+
+
+def _pool_lines(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
+    """The KV pool as vLLM v0.2.3 sized it, beside the ceiling the records imply."""
+    from pagesim.calibrate.serving import records_blocks_in_use
+
+    lines = [
         "",
         "Both launches replay with v0.2's prefill rule (`scheduler.prefill_padding: true`, "
         "`max_paddings` the launch's), block 16, `max_num_seqs` 1024, `max_model_len` 2048, "
@@ -334,7 +344,14 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
             f"| {v.name} | {v.rate:g} | {v.launch} | {rep.kv_blocks:,} | "
             f"{int(records_blocks_in_use(v.run).max()):,} | {sim_max:,} |"
         )
-    lines += [
+    return lines
+
+
+def _fit_lines(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
+    """Every serving form tried, and the one chosen."""
+    manifest: Manifest = study.extra["manifest"]
+    fit_result = study.extra["fit"]
+    lines = [
         "",
         "The model's pool is an estimate from the profiling pass's formula, not fitted: where "
         "the records' ceiling is below it, the real server ran out of blocks earlier than "
@@ -362,7 +379,12 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
             f"{r['per_prefill_token_us']:.3f} | {r['frontend_delay_ms']:.2f} | "
             f"{r['decode_rms']:.2%} | {r['decode_cv_rms']:.2%} | {r['ttft_rms']:.2%} |"
         )
-    lines += [
+    return lines
+
+
+def _open_loop_lines(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
+    """The decode time given the measured concurrency, per run."""
+    lines = [
         "",
         "## Decode time given the measured concurrency",
         "",
@@ -383,6 +405,12 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
             sub = _sel(table, run=v.name, cost_model=cost, metric=metric).set_index("stat")
             cells += [pct(sub.loc["mean", "error"]), pct(sub.loc["p50", "error"])]
         lines.append(f"| {v.name} | {v.rate:g} | {v.role} | {' | '.join(cells)} |")
+    return lines
+
+
+def _saturation_lines(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
+    """Saturation rates per launch, and what is not modelled."""
+    manifest: Manifest = study.extra["manifest"]
     sat_lines = []
     for launch in manifest.launches:
         rates = sorted(set(_sel(table, launch=launch)["rate"]))
@@ -391,7 +419,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         sat = saturation_rates(table, launch, study.saturation_ttft_s)
         top = max(rates)
         sat_lines += [f"| {launch} | {s} | {rate_text(x, top)} |" for s, x in sat.items()]
-    lines += [
+    lines = [
         "",
         "## Saturation rate (req/s)",
         "",
@@ -412,6 +440,8 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         "- The earlier launch's steps are slower at equal batch (the records' own evidence); "
         "no per-launch fit: its runs show that offset.",
     ]
+    return lines
+
     return lines
 
 

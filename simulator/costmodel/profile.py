@@ -302,59 +302,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         raise fail(f"date: must be a date string like '2026-11-21', got {doc['date']!r}")
     if not isinstance(doc["terms"], dict):
         raise fail("terms must be a mapping")
-    terms: dict[str, Term] = {}
-    for name, t in doc["terms"].items():
-        where = f"terms.{name}"
-        if name not in TERM_NAMES:
-            raise fail(f"{where}: unknown term; allowed terms: {list(TERM_NAMES)}")
-        if not isinstance(t, dict) or not isinstance(t.get("coefficients"), dict):
-            raise fail(f"{where}: expected a mapping with 'coefficients'")
-        extra = sorted(
-            set(t)
-            - {
-                "coefficients",
-                "heldout_mape",
-                "heldout_max_err",
-                "num_points",
-                "origin",
-                "heldout_residual_quantiles",
-            }
-        )
-        if extra:
-            raise fail(f"{where}: unknown key {extra[0]!r}")
-        coefs: dict[str, float] = {}
-        for cname, value in t["coefficients"].items():
-            if cname not in COEFFICIENT_NAMES:
-                raise fail(
-                    f"{where}.coefficients.{cname}: unknown; allowed: {list(COEFFICIENT_NAMES)}"
-                )
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise fail(
-                    f"{where}.coefficients.{cname}: must be a finite number >= 0, got {value!r}"
-                )
-            coefs[cname] = float(value)
-        for key in ("heldout_mape", "heldout_max_err"):
-            v = t.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                raise fail(f"{where}.{key}: must be a number or null, got {v!r}")
-        num_points = t.get("num_points", 0)
-        if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 0:
-            raise fail(f"{where}.num_points: must be an integer >= 0, got {num_points!r}")
-        terms[name] = Term(
-            coefficients=coefs,
-            heldout_mape=None if t.get("heldout_mape") is None else float(t["heldout_mape"]),
-            heldout_max_err=None
-            if t.get("heldout_max_err") is None
-            else float(t["heldout_max_err"]),
-            num_points=num_points,
-            origin=_string(t.get("origin", ""), f"{where}.origin", fail),
-            heldout_residual_quantiles=_quantiles(t.get("heldout_residual_quantiles"), where, fail),
-        )
+    terms = {name: _term_from_dict(name, t, fail) for name, t in doc["terms"].items()}
     software = doc.get("software") or {}
     if not isinstance(software, dict):
         raise fail("software must be a mapping")
@@ -371,6 +319,55 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         sources=_sources(doc.get("sources", []), fail),
         serving=None if doc.get("serving") is None else serving_from_dict(doc["serving"], fail),
         intervals=None if doc.get("intervals") is None else _intervals(doc["intervals"], fail),
+    )
+
+
+def _term_from_dict(name: str, t: Any, fail) -> Term:
+    """One entry of ``terms``, checked key by key."""
+    where = f"terms.{name}"
+    if name not in TERM_NAMES:
+        raise fail(f"{where}: unknown term; allowed terms: {list(TERM_NAMES)}")
+    if not isinstance(t, dict) or not isinstance(t.get("coefficients"), dict):
+        raise fail(f"{where}: expected a mapping with 'coefficients'")
+    extra = sorted(
+        set(t)
+        - {
+            "coefficients",
+            "heldout_mape",
+            "heldout_max_err",
+            "num_points",
+            "origin",
+            "heldout_residual_quantiles",
+        }
+    )
+    if extra:
+        raise fail(f"{where}: unknown key {extra[0]!r}")
+    coefs: dict[str, float] = {}
+    for cname, value in t["coefficients"].items():
+        if cname not in COEFFICIENT_NAMES:
+            raise fail(f"{where}.coefficients.{cname}: unknown; allowed: {list(COEFFICIENT_NAMES)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise fail(f"{where}.coefficients.{cname}: must be a finite number >= 0, got {value!r}")
+        coefs[cname] = float(value)
+    for key in ("heldout_mape", "heldout_max_err"):
+        v = t.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise fail(f"{where}.{key}: must be a number or null, got {v!r}")
+    num_points = t.get("num_points", 0)
+    if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 0:
+        raise fail(f"{where}.num_points: must be an integer >= 0, got {num_points!r}")
+    return Term(
+        coefficients=coefs,
+        heldout_mape=None if t.get("heldout_mape") is None else float(t["heldout_mape"]),
+        heldout_max_err=None if t.get("heldout_max_err") is None else float(t["heldout_max_err"]),
+        num_points=num_points,
+        origin=_string(t.get("origin", ""), f"{where}.origin", fail),
+        heldout_residual_quantiles=_quantiles(t.get("heldout_residual_quantiles"), where, fail),
     )
 
 

@@ -48,7 +48,7 @@ The allocator's copies and swaps since the previous step go into the BatchPlan.
 Speed: step 2 first asks the allocator whether every running sequence can take a slot
 whichever order the groups are visited in (``can_append_all``); if so it appends to all
 of them in bulk, and only otherwise visits the groups one by one. Running groups ride
-the decode clock (``schedulers.base``), so a decode step with nothing to admit, swap or
+the decode clock (``schedulers.riders``), so a decode step with nothing to admit, swap or
 finish is O(1).
 ``is_blocked`` (for the memory accounting) is True after a step in which a request
 waited for memory it could not get: admission stopped on LATER, a swapped group
