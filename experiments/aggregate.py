@@ -90,3 +90,68 @@ def results_table(
                 row[f"{name}_ci95"] = ci95_half_width(values)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: the statistics an interval is given for (latency and throughput, pagesim's names)
+INTERVAL_METRICS = (
+    "throughput_req_s",
+    "throughput_tok_s",
+    "normalized_latency_s_per_tok",
+    "ttft_s_p50",
+    "ttft_s_p99",
+    "tpot_s_p50",
+    "tpot_s_p99",
+    "e2e_s_p50",
+    "e2e_s_p99",
+)
+
+
+def interval_factor(run_spec, nominal: float) -> tuple[float, str]:
+    """The conformal factor a run's profile records for ``nominal`` coverage, and what it
+    was fitted on (1 and "raw" when the profile records none for that coverage)."""
+    from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.specs import get_gpu
+
+    hw = run_spec.hardware
+    calibration = resolve_profile(hw.profile, get_gpu(hw.gpu)).intervals
+    if calibration is None or abs(calibration.nominal - nominal) > 1e-9:
+        return 1.0, "raw (the profile records no conformal factor for this coverage)"
+    return calibration.factor, f"conformal factor {calibration.factor:.3g} ({calibration.fitted_on})"
+
+
+def with_interval_columns(results, point_to_seed_values, intervals, runs) -> pd.DataFrame:
+    """``results`` with ``<metric>_lo`` / ``<metric>_hi`` after each interval metric: the
+    replicates' central ``nominal`` range, widened about its centre by the point's profile's
+    conformal factor (``interval_factor``), and ``interval_source`` per point."""
+    lo_q = (1 - intervals.nominal) / 2
+    first_run_of_point = {}
+    for run in runs:
+        first_run_of_point.setdefault(run.point.point_id, run)
+    results = results.copy()
+    factors = []
+    for point_id in results["point"]:
+        factors.append(interval_factor(first_run_of_point[point_id].spec, intervals.nominal))
+    columns: dict[str, list[float]] = {}
+    for metric in INTERVAL_METRICS:
+        lows, highs = [], []
+        for values, (k, _) in zip(point_to_seed_values, factors, strict=True):
+            v = np.array([float(s.get(metric, math.nan)) for s in values])
+            v = v[np.isfinite(v)]
+            if not len(v):
+                lows.append(math.nan)
+                highs.append(math.nan)
+                continue
+            lo, hi = np.quantile(v, lo_q), np.quantile(v, 1 - lo_q)
+            centre, half = (lo + hi) / 2, (hi - lo) / 2
+            lows.append(float(centre - k * half))
+            highs.append(float(centre + k * half))
+        columns[f"{metric}_lo"], columns[f"{metric}_hi"] = lows, highs
+    ordered = []
+    for name in results.columns:
+        ordered.append(name)
+        if name in INTERVAL_METRICS:
+            ordered += [f"{name}_lo", f"{name}_hi"]
+    for name, values in columns.items():
+        results[name] = values
+    results["interval_source"] = [text for _, text in factors]
+    return results[[*ordered, "interval_source"]]

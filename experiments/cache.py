@@ -103,8 +103,9 @@ class RunCache:
         """Remove temporary folders left by processes that died; returns how many."""
         return remove_dead_tmp(self.root)
 
-    def store(self, key: str, run_spec: RunSpec, result: RunResult) -> Path:
-        """Write a run's result atomically (temp folder + rename); returns its folder."""
+    def store(self, key: str, run_spec: RunSpec, result: RunResult, *, tables: bool = True) -> Path:
+        """Write a run's result atomically (temp folder + rename); returns its folder.
+        ``tables`` False keeps its summary only (an interval's later replicates)."""
         final = self.folder(key)
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -117,8 +118,9 @@ class RunCache:
                 "notes": dict(getattr(result, "notes", {})),
             }
             (tmp / "summary.json").write_text(json.dumps(summary, sort_keys=True, indent=1) + "\n")
-            write_table(result.requests, tmp / "requests.csv.gz")
-            write_table(result.timeseries, tmp / "timeseries.csv.gz")
+            if tables:
+                write_table(result.requests, tmp / "requests.csv.gz")
+                write_table(result.timeseries, tmp / "timeseries.csv.gz")
             try:
                 tmp.rename(final)
             except OSError:

@@ -6,7 +6,7 @@ latency_vs_block_size (Figure 18b), swap_vs_recompute (Figure 19: latency per
 preemption mode across block sizes), sharing_savings (Figure 15: memory saved by
 sharing vs n or beam width), watermark (preemptions, latency and token-state
 utilisation vs the admission watermark). With several seeds the ``_ci95``
-column draws error bars.
+column draws error bars; with ``--intervals`` the ``_lo`` / ``_hi`` columns draw a band.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ def _draw_lines(ax: Axes, ctx: ChartContext, frame, x: str, y: str, series: str 
         part = part.sort_values(x)
         ci = part[f"{y}_ci95"] if f"{y}_ci95" in part.columns else None
         label = None if key is None else str(key)
+        if f"{y}_lo" in part.columns:  # an interval (--intervals): a band, not error bars
+            line = ax.plot(part[x], part[y], marker="o", label=label)[0]
+            ax.fill_between(
+                part[x], part[f"{y}_lo"], part[f"{y}_hi"], color=line.get_color(), alpha=0.2
+            )
+            continue
         ax.errorbar(part[x], part[y], yerr=ci, marker="o", capsize=3, label=label)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))

@@ -36,6 +36,25 @@ def _parse_set(items: list[str]) -> dict:
     return overrides
 
 
+def _interval_spec(args: argparse.Namespace):
+    """``--intervals P [--replicates N] [--spread A,B]`` as the experiment's IntervalSpec."""
+    from pydantic import ValidationError
+
+    from pagesim.errors import ConfigError
+    from pagesim.experiments.spec import IntervalSpec
+    from pagesim.specbase import format_validation_error
+
+    doc: dict = {"nominal": args.intervals / 100.0}
+    if args.replicates is not None:
+        doc["replicates"] = args.replicates
+    if args.spread:
+        doc["sources"] = [x.strip() for x in args.spread.split(",") if x.strip()]
+    try:
+        return IntervalSpec.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "--intervals/--replicates/--spread")) from None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
@@ -53,6 +72,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--docs: only the paper suite writes a docs page (pagesim run paper)")
     path = resolve_experiment(args.experiment)
     spec, points = load_experiment_points(path, quick=args.quick, overrides=_parse_set(args.set))
+    if args.intervals is not None:
+        spec = spec.model_copy(update={"intervals": _interval_spec(args)})
     default_out = Path("out") / (f"{spec.name}-quick" if args.quick else spec.name)
     out_dir = Path(args.out) if args.out else default_out
     output = run_experiment(
@@ -244,6 +265,23 @@ def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
         metavar="PATH",
         help="with `paper`: also write the report, without its chart images, to PATH "
         "(docs/fidelity.md)",
+    )
+    run.add_argument(
+        "--intervals",
+        type=float,
+        default=None,
+        metavar="PERCENT",
+        help="an interval of this coverage around every latency and throughput "
+        "(e.g. 90): <metric>_lo and _hi in results.csv, bands on the charts (docs/intervals.md)",
+    )
+    run.add_argument(
+        "--replicates", type=int, default=None, help="with --intervals: runs per point (default 20)"
+    )
+    run.add_argument(
+        "--spread",
+        default=None,
+        metavar="SOURCES",
+        help="with --intervals: what varies, among seeds,cost,serving (default all three)",
     )
     run.set_defaults(func=_cmd_run)
 

@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from pagesim.errors import PagesimError
-from pagesim.experiments.aggregate import WALL_COLUMN, results_table
+from pagesim.experiments.aggregate import WALL_COLUMN, results_table, with_interval_columns
 from pagesim.experiments.cache import RunCache, canonical_json, remove_dead_tmp, run_key
 from pagesim.experiments.executors import RunFailed, Simulate, execute
 from pagesim.experiments.inputs import FileHasher
@@ -97,10 +97,37 @@ class _Run:
     seed: int
     spec: RunSpec
     key: str
+    #: the interval replicate this run is (None: an experiment without intervals)
+    replicate: int | None = None
 
     @property
     def run_id(self) -> str:
-        return f"{self.point.point_id}_seed{self.seed}"
+        tail = "" if self.replicate is None else f"_r{self.replicate}"
+        return f"{self.point.point_id}_seed{self.seed}{tail}"
+
+    @property
+    def keeps_tables(self) -> bool:
+        """Whether its per-request and per-step tables are kept: every run, but an
+        interval's replicates after the first, which keep their summary only (the interval
+        needs their statistics; writing 20 copies of a point's tables would cost more than
+        simulating them)."""
+        return self.replicate is None or self.replicate == 0
+
+
+def _replicates(spec: ExperimentSpec) -> list[tuple[int, dict[str, Any] | None, int | None]]:
+    """(seed, RunSpec updates, replicate) of every run of a point: the experiment's seeds,
+    or with ``intervals`` its replicates (``IntervalSpec``)."""
+    iv = spec.intervals
+    if iv is None:
+        return [(seed, {"seed": seed}, None) for seed in spec.seeds]
+    from pagesim.simulator.spec import SpreadSpec
+
+    out = []
+    for r in range(iv.replicates):
+        seed = spec.seeds[0] + r if "seeds" in iv.sources else spec.seeds[0]
+        spread = SpreadSpec(sources=list(iv.sources), replicate=r)
+        out.append((seed, {"seed": seed, "spread": spread}, r))
+    return out
 
 
 def _run_all(
@@ -120,6 +147,7 @@ def _run_all(
 
     key_to_count = Counter(run.key for run in runs if not cache.has(run.key))
     key_to_spec = {run.key: run.spec for run in runs if run.key in key_to_count}
+    key_to_tables = {run.key: run.keeps_tables for run in runs if run.key in key_to_count}
     keys = list(key_to_spec)
     specs = [key_to_spec[key] for key in keys]
     num_missing = sum(key_to_count.values())
@@ -131,7 +159,7 @@ def _run_all(
     finished = execute(executor, simulate, specs, jobs)
     try:
         for index, result in finished:
-            cache.store(keys[index], specs[index], result)
+            cache.store(keys[index], specs[index], result, tables=key_to_tables[keys[index]])
             bar.update(key_to_count[keys[index]])
     except RunFailed as exc:
         failed = [run for run in runs if run.key == keys[exc.index]]
@@ -159,6 +187,8 @@ def _place_run_tables(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[
     for table in TABLES:
         (out_dir / table).mkdir(parents=True, exist_ok=True)
         for run in runs:
+            if not run.keeps_tables:
+                continue
             name = f"{table}/{run.run_id}.csv.gz"
             _link_or_copy(cache.folder(run.key) / f"{table}.csv.gz", out_dir / name)
             names.append(name)
@@ -218,7 +248,9 @@ def _one_line(problems: list[str]) -> str:
 
 def _planned_outputs(spec: ExperimentSpec, runs: list[_Run]) -> list[str]:
     names = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
-    names += [f"{table}/{run.run_id}.csv.gz" for table in TABLES for run in runs]
+    names += [
+        f"{table}/{run.run_id}.csv.gz" for table in TABLES for run in runs if run.keeps_tables
+    ]
     return names + [f"{chart.file or chart.kind}.png" for chart in spec.charts]
 
 
@@ -254,9 +286,9 @@ def run_experiment(
     runs = []
     for point, point_spec in validated:
         hashes = hasher.input_hashes(point_spec)
-        for seed in spec.seeds:
-            run_spec = point_spec.model_copy(update={"seed": seed})
-            runs.append(_Run(point, seed, run_spec, run_key(run_spec, hashes)))
+        for seed, update, replicate in _replicates(spec):
+            run_spec = point_spec.model_copy(update=update)
+            runs.append(_Run(point, seed, run_spec, run_key(run_spec, hashes), replicate))
     created = make_out_dir(out_dir)
     try:
         with OutLock(out_dir):
@@ -314,6 +346,8 @@ def _write_outputs(
             }
         )
     results = results_table(point_rows, point_to_seed_values)
+    if spec.intervals is not None:
+        results = with_interval_columns(results, point_to_seed_values, spec.intervals, runs)
     write_csv(results, out_dir / "results.csv")
     write_csv(pd.DataFrame(wall_rows), out_dir / "wall_times.csv")
     written = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]

@@ -36,7 +36,7 @@ wrong types are errors; every sweep point is validated as a full RunSpec by
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -127,6 +127,21 @@ class ChartSpec(StrictSpec):
     log_y: bool = False
 
 
+class IntervalSpec(StrictSpec):
+    """Intervals around every point (``docs/intervals.md``): each point runs ``replicates``
+    times, replicate r one draw of the ``sources`` of spread (``seeds``: the seed is
+    ``seeds[0] + r``; ``cost``, ``serving``: the profile's residuals, ``RunSpec.spread``);
+    ``results.csv`` gets ``<metric>_lo`` / ``<metric>_hi``, the replicates' central
+    ``nominal`` range, widened by the conformal factor the point's profile records for that
+    coverage (``intervals:`` in the profile), raw where it records none."""
+
+    nominal: float = Field(default=0.9, gt=0, lt=1)
+    replicates: int = Field(default=20, ge=2)
+    sources: list[Literal["seeds", "cost", "serving"]] = Field(
+        default_factory=lambda: ["seeds", "cost", "serving"], min_length=1
+    )
+
+
 class ExperimentSpec(StrictSpec):
     """An experiment file: see the module docstring for an example."""
 
@@ -140,6 +155,7 @@ class ExperimentSpec(StrictSpec):
     charts: list[ChartSpec] = Field(default_factory=list)
     percentiles: list[float] | None = Field(default=None, min_length=1)
     slo: SloSpec | None = None
+    intervals: IntervalSpec | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -205,12 +205,19 @@ def summary_text(
     if spec.description:
         lines += [spec.description.strip(), ""]
     num_points = len(results)
-    lines += [
-        f"{num_points} point(s) × {len(spec.seeds)} seed(s) {spec.seeds}.",
-        "",
-        "## Results",
-        "",
-    ]
+    if spec.intervals is None:
+        lines += [f"{num_points} point(s) × {len(spec.seeds)} seed(s) {spec.seeds}.", ""]
+    else:
+        iv = spec.intervals
+        sources = sorted(set(results.get("interval_source", pd.Series(dtype=str))))
+        lines += [
+            f"{num_points} point(s) × {iv.replicates} replicates. Intervals: {iv.nominal:.0%} "
+            f"(`<metric>_lo` / `_hi` in results.csv, bands on the charts), sources "
+            f"{', '.join(iv.sources)}; widened by: {'; '.join(sources) or 'nothing'} "
+            "(docs/intervals.md).",
+            "",
+        ]
+    lines += ["## Results", ""]
     swept = list(spec.sweep.swept_paths)
     headline = [c for c in HEADLINE_COLUMNS if c in results.columns]
     header = ["point", "label", *swept, *headline]
