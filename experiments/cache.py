@@ -1,10 +1,11 @@
 """The run cache: one folder per finished run, keyed by a hash of its RunSpec and inputs.
 
 A run's key is the SHA-256 of canonical JSON (sorted keys, no spaces) of its full
-RunSpec (defaults filled in, the seed included), the pagesim version and the
-content hash of every file the run reads (``inputs.py``: trace CSV, prepared
-table, profile), so a changed field, a new release or an edited input file never
-reuses a stale result. A run's folder holds
+RunSpec (defaults filled in, the seed included), the pagesim version, a hash of the
+sources that compute a run (``inputs.code_hash``: workloads, allocators, simulator) and
+the content hash of every file the run reads (``inputs.py``: trace CSV, prepared
+table, profile), so a changed field, a new release, an edited engine, scheduler or cost
+model, or an edited input file never reuses a stale result. A run's folder holds
 ``spec.json``, ``summary.json`` (the summary metrics, the ``extra`` values and notes),
 ``requests.csv.gz`` and ``timeseries.csv.gz``. It is written under a temporary
 name (``.tmp-<key>-<pid>-<random>``) and renamed into place: a cached run is whole
@@ -25,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from pagesim import __version__
+from pagesim.experiments.inputs import code_hash
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.spec import RunSpec
 
@@ -45,9 +47,14 @@ def canonical_json(obj: object) -> str:
 
 
 def run_key(run_spec: RunSpec, input_hashes: dict[str, str] | None = None) -> str:
-    """The cache key of a run: hash of its canonical spec, the pagesim version and the
-    content hashes of the files it reads (``role -> sha256``, see ``inputs.py``)."""
-    doc = {"pagesim": __version__, "run_spec": run_spec.model_dump(mode="json")}
+    """The cache key of a run: hash of its canonical spec, the pagesim version, the hash
+    of the code that computes it and the content hashes of the files it reads
+    (``role -> sha256``, see ``inputs.py``)."""
+    doc = {
+        "pagesim": __version__,
+        "code": code_hash(),
+        "run_spec": run_spec.model_dump(mode="json"),
+    }
     if input_hashes:
         doc["inputs"] = input_hashes
     return hashlib.sha256(canonical_json(doc).encode()).hexdigest()[:20]
