@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pagesim.calibrate.tables import TOKENS, read_table
 from pagesim.errors import ConfigError, DataError
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.model import layer_gemm_shapes, lm_head_shape
@@ -123,7 +124,7 @@ def read_bundle(root: str | Path, tensor_parallel: int = 1, gpu: str | None = No
     device is a GPU pagesim has a spec for (and ``gpu`` when given), its model has a
     spec, ``tensor_parallel`` was profiled, and the shard dimensions it was timed with
     (``engine_effective.hf_overrides`` of its last TP degree) are the spec's."""
-    import yaml
+    from pagesim import yamlio
 
     root = Path(root)
     meta_path = root / "meta.yaml"
@@ -132,10 +133,7 @@ def read_bundle(root: str | Path, tensor_parallel: int = 1, gpu: str | None = No
             f"{root}: no meta.yaml (give LLMServingSim's profile folder "
             "profiler/perf/<HARDWARE>/<org>/<model>/<variant>/)"
         )
-    try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataError(f"{meta_path}: not readable YAML ({exc})") from None
+    meta = yamlio.read(meta_path, "LLMServingSim's meta.yaml")
     if not isinstance(meta, dict):
         raise DataError(f"{meta_path}: expected a mapping")
     missing = [k for k in META_KEYS if k not in meta]
@@ -184,17 +182,13 @@ def _check_shard(model: ModelSpec, tp: int, overrides: dict[str, Any], where: Pa
 
 
 def _read(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a CSV table ({exc})") from None
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column {missing[0]!r}; required: {list(columns)}")
+    """A table of the bundle (``tables.read_table``): its counts integers, its times positive."""
+    counts = {c: TOKENS for c in columns if c not in ("layer", "time_us")}
+    df = read_table(path, columns, integers=counts, numbers=("time_us",))
     times = df["time_us"].to_numpy(dtype=float)
     bad = np.flatnonzero(~(np.isfinite(times) & (times > 0)))
     if len(bad):
-        raise DataError(f"{path}: row {bad[0] + 2}: time_us must be a positive time")
+        raise DataError(f"{path}: line {bad[0] + 2}: time_us must be a positive time")
     return df
 
 

@@ -27,6 +27,8 @@ pagesim has a spec for (:data:`MODEL_TO_SPEC`); the others are counted in
 :attr:`SplitwiseRows.skipped` with the reason. A prefill point measured faster than its
 GPUs' FP16 peak allows (2 x parameters x tokens / (TP x peak)) cannot be a full prefill of
 those tokens: it is left out of the fit and listed (``below_peak``), not corrected.
+The table is read through :func:`pagesim.calibrate.tables.read_table` (empty, header-only,
+text in a number column, counts out of range: one line naming file, line and column).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pagesim.calibrate.tables import read_table
+from pagesim.calibrate.tables import BATCH, POSITIVE_TOKENS, TP, read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.iteration import uniform_decode_features, uniform_prefill_features
 from pagesim.simulator.specs import get_gpu, get_model
@@ -71,13 +73,25 @@ class SplitwiseRows:
     other_hardware: tuple[str, ...] = ()
 
 
+INTEGERS = {
+    "tensor_parallel": TP,
+    "prompt_size": POSITIVE_TOKENS,
+    "batch_size": BATCH,
+    "token_size": POSITIVE_TOKENS,
+}
+
+
 def read_points(path: Path) -> pd.DataFrame:
-    df = read_table(path, REQUIRED, "Splitwise's perf_model.csv")
+    """Every row of the table, checked (``tables.read_table``; times positive)."""
+    df = read_table(
+        path, REQUIRED, "Splitwise's perf_model.csv", integers=INTEGERS,
+        numbers=("prompt_time", "token_time"),
+    )  # fmt: skip
     for col in ("prompt_time", "token_time"):
         bad = ~(np.isfinite(df[col].to_numpy(dtype=float)) & (df[col] > 0))
         if bad.any():
             raise DataError(
-                f"{path}: row {int(np.flatnonzero(bad)[0]) + 2}: {col} must be a positive time"
+                f"{path}: line {int(np.flatnonzero(bad)[0]) + 2}: {col} must be a positive time"
             )
     return df
 

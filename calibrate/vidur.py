@@ -28,6 +28,11 @@ Attention rows also carry the table's ``attention_backend`` (e.g. ``FLASH_ATTENT
 ``backend``. Every row keeps the table's median as ``median_s`` (Vidur gives no quartiles: ``iqr_s``
 is the published standard deviation's 1.349-fold, the IQR of a normal distribution, and
 NaN where there is none) and the source file in ``source_file``.
+
+Every table is read through :func:`pagesim.calibrate.tables.read_table`: an empty file, a
+header without rows, text in a number column or a count outside its range (a batch of
+more than ``tables.MAX_BATCH`` sequences, a context above ``MAX_TOKENS``) is one line naming the
+file, the line and the column, before any row is built.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pagesim.calibrate.tables import read_table
+from pagesim.calibrate.tables import BATCH, POSITIVE_TOKENS, TOKENS, TP, WIDTH, read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel import features as F
 
@@ -97,9 +102,23 @@ ATTENTION_COLUMNS = (
 )
 
 
+ATTENTION_INTEGERS = {
+    "n_embd": WIDTH,
+    "n_q_head": WIDTH,
+    "n_kv_head": WIDTH,
+    "block_size": POSITIVE_TOKENS,
+    "num_tensor_parallel_workers": TP,
+    "batch_size": BATCH,
+    "prefill_chunk_size": TOKENS,
+    "kv_cache_size": TOKENS,
+}
+
+
 def attention_rows(path: Path) -> list[dict]:
     """Decode and prefill attention rows (see the module docstring)."""
-    df = read_table(path, ATTENTION_COLUMNS)
+    times = [f"time_stats.{op}.{stat}" for op in ("attn_decode", "attn_prefill")
+             for stat in ("median", "std")]  # fmt: skip
+    df = read_table(path, ATTENTION_COLUMNS, integers=ATTENTION_INTEGERS, numbers=times)
     name = Path(path).name
     out = []
     for i, r in enumerate(df.to_dict("records")):
@@ -131,7 +150,7 @@ def attention_rows(path: Path) -> list[dict]:
             shape_id = f"{op}-b{batch}-c{cached}"
         median = r[f"time_stats.{op}.median"]
         if not np.isfinite(median) or median <= 0:
-            raise DataError(f"{path}: row {i + 2}: {op} median {median!r} is not a positive time")
+            raise DataError(f"{path}: line {i + 2}: {op} median {median!r} is not a positive time")
         std = r.get(f"time_stats.{op}.std", np.nan)
         row = _row(term, op, shape_id, params, feats, median * MS, std * MS, name)
         row["backend"] = str(r.get("attention_backend", "unknown")).rsplit(".", 1)[-1]
@@ -164,9 +183,26 @@ def gemm_shapes(
     }
 
 
+MLP_INTEGERS = {
+    "n_head": WIDTH,
+    "n_kv_head": WIDTH,
+    "n_embd": WIDTH,
+    "n_expanded_embd": WIDTH,
+    "num_tokens": POSITIVE_TOKENS,
+    "num_tensor_parallel_workers": TP,
+}
+MLP_TIMES = [
+    f"time_stats.{op}.{stat}" for op in GEMM_OPS + POINTWISE_OPS for stat in ("median", "std")
+]
+
+
+def _mlp_table(path: Path) -> pd.DataFrame:
+    return read_table(path, MLP_COLUMNS, integers=MLP_INTEGERS, numbers=MLP_TIMES)
+
+
 def mlp_rows(path: Path) -> list[dict]:
     """GEMM rows, four per shape (see the module docstring)."""
-    df = read_table(path, MLP_COLUMNS)
+    df = _mlp_table(path)
     name = Path(path).name
     out = []
     for i, r in enumerate(df.to_dict("records")):
@@ -186,7 +222,7 @@ def mlp_rows(path: Path) -> list[dict]:
             median = r[f"time_stats.{op}.median"]
             if not np.isfinite(median) or median <= 0:
                 raise DataError(
-                    f"{path}: row {i + 2}: {op} median {median!r} is not a positive time"
+                    f"{path}: line {i + 2}: {op} median {median!r} is not a positive time"
                 )
             params = {"op": op, "tokens": m, "in_features": k, "out_features": n, "tp": tp}
             std = r.get(f"time_stats.{op}.std", np.nan)
@@ -207,7 +243,7 @@ def mlp_rows(path: Path) -> list[dict]:
 
 def pointwise_rows(path: Path) -> list[dict]:
     """One ``pointwise`` row per MLP-table shape: the sum of its element-wise operators."""
-    df = read_table(path, MLP_COLUMNS)
+    df = _mlp_table(path)
     name = Path(path).name
     out = []
     for i, r in enumerate(df.to_dict("records")):
@@ -216,14 +252,14 @@ def pointwise_rows(path: Path) -> list[dict]:
         d = hidden // heads
         is_gated = r["use_gated_mlp"] in (True, "True", "true", 1)
         if not is_gated:
-            raise DataError(f"{path}: row {i + 2}: pointwise rows need a gated (LLaMA) MLP")
+            raise DataError(f"{path}: line {i + 2}: pointwise rows need a gated (LLaMA) MLP")
         ffn = int(r["n_expanded_embd"]) // tp
         elems = F.pointwise_elems_per_token(
             "llama", hidden, ffn, heads * d // tp, kv_heads * d // tp
         )
         total = sum(r[f"time_stats.{op}.median"] for op in POINTWISE_OPS)
         if not np.isfinite(total) or total <= 0:
-            raise DataError(f"{path}: row {i + 2}: element-wise medians sum to {total!r}")
+            raise DataError(f"{path}: line {i + 2}: element-wise medians sum to {total!r}")
         params = {"tokens": m, "hidden": hidden, "ffn_per_gpu": ffn, "tp": tp}
         out.append(
             _row(
@@ -245,7 +281,18 @@ CPU_COLUMNS = ("model_name", "batch_size", "tensor_parallel_degree", *CPU_PARTS,
 
 def cpu_overhead_rows(path: Path, tensor_parallel: int = 1) -> list[dict]:
     """Step-overhead rows of the models profiled at ``tensor_parallel`` (module docstring)."""
-    df = read_table(path, CPU_COLUMNS)
+    df = read_table(
+        path, CPU_COLUMNS, integers={"batch_size": BATCH, "tensor_parallel_degree": TP},
+        numbers=[*CPU_PARTS, RAY_PART],
+    )  # fmt: skip
+    parts = df[[*CPU_PARTS, RAY_PART]]
+    bad = parts.isna().any(axis=1) | (parts < 0).any(axis=1)
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        column = next(c for c in parts.columns if not parts[c].iloc[i] >= 0)
+        raise DataError(
+            f"{path}: line {i + 2}: {column} must be a time >= 0 ms, got {parts[column].iloc[i]!r}"
+        )
     sel = df[df["tensor_parallel_degree"] == tensor_parallel]
     if sel.empty:
         raise DataError(

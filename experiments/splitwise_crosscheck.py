@@ -30,18 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pagesim.calibrate.splitwise import read_points
 from pagesim.errors import DataError
 
-REQUIRED = (
-    "model",
-    "hardware",
-    "prompt_size",
-    "batch_size",
-    "token_size",
-    "prompt_time",
-    "token_time",
-    "tensor_parallel",
-)
 MODEL_TO_SPEC = {"llama2-70b": "llama-2-70b"}
 #: Splitwise's hardware name -> (pagesim GPU spec, fitted profile)
 HARDWARE = {
@@ -58,14 +49,12 @@ COMMAND = (
 
 
 def load_points(path: str | Path) -> pd.DataFrame:
-    """The measured points: medians of prompt_time and token_time over repeated rows."""
+    """The measured points (checked as ``calibrate import`` checks them): medians of
+    prompt_time and token_time over repeated rows."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"--data {path}: file not found (Splitwise's perf_model.csv)")
-    df = pd.read_csv(path)
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column {missing[0]!r}; required: {list(REQUIRED)}")
+    df = read_points(path)
     keys = ["model", "hardware", "tensor_parallel", "prompt_size", "batch_size", "token_size"]
     return df.groupby(keys, as_index=False)[["prompt_time", "token_time"]].median()
 

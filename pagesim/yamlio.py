@@ -5,6 +5,9 @@ PyYAML implements YAML 1.1, where ``1e6`` and ``5e-2`` are strings (1.1 wants a 
 and a signed exponent: ``1.0e+6``). YAML 1.2, and every user, reads them as numbers:
 :class:`Loader` adds the 1.2 float pattern. A mapping that repeats a key would
 silently keep the last value; here it is an error naming the key and both lines.
+A document nested deeper than :data:`MAX_DEPTH` (no pagesim file nests more than a
+handful of levels; PyYAML builds nested nodes recursively, and a few thousand levels
+exhaust Python's stack) is an error of one line too, found before it is built.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from typing import Any
 import yaml
 
 from pagesim.errors import ConfigError
+
+#: the deepest nesting of collections a document may have
+MAX_DEPTH = 64
 
 #: YAML 1.2 core schema floats (plus 1.1's ``1_000.5``-style underscores, which PyYAML keeps).
 _FLOAT_12 = re.compile(
@@ -66,12 +72,38 @@ def one_line(exc: yaml.YAMLError) -> str:
     return " ".join(str(exc).split())
 
 
+def _nesting_problem(text: str) -> str | None:
+    """Where the document first nests deeper than MAX_DEPTH (None: it does not), from
+    PyYAML's token stream: no recursion, and nothing is built."""
+    depth = 0
+    starts = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken,
+              yaml.FlowMappingStartToken, yaml.FlowSequenceStartToken)  # fmt: skip
+    ends = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+    for token in yaml.scan(text, Loader=Loader):
+        if isinstance(token, starts):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = token.start_mark
+                return (
+                    f"line {mark.line + 1}, column {mark.column + 1}: nested more than "
+                    f"{MAX_DEPTH} levels deep"
+                )
+        elif isinstance(token, ends):
+            depth -= 1
+    return None
+
+
 def load(text: str, source: str) -> Any:
     """The YAML document in ``text``; a one-line ConfigError naming ``source`` otherwise."""
     try:
+        problem = _nesting_problem(text)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}")
         return yaml.load(text, Loader=Loader)  # noqa: S506 - Loader is a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {one_line(exc)}") from None
+    except RecursionError:  # aliases nested beyond what the tokens show
+        raise ConfigError(f"{source}: nested too deeply to read") from None
 
 
 def read(path: Any, what: str = "file") -> Any:

@@ -18,8 +18,9 @@ Two layouts are read:
   from the pickle).
 
 Rows are kept in file order: the artifact's selection (``build.py``) depends on it.
-A file that is neither, a malformed row or a negative length is a :class:`DataError`
-naming the file (and the row).
+A file that is neither, an empty one, a header without rows, a malformed row, or a
+length that is negative, not an integer or above ``lengthtable.MAX_TOKENS`` is a
+:class:`DataError` naming the file (and the row and column).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pagesim.columns import shown
 from pagesim.errors import DataError
-from pagesim.workloads.lengthtable import LengthTable
+from pagesim.workloads.lengthtable import MAX_TOKENS, LengthTable, token_counts
 
 CSV_COLUMNS = ("input_len", "output_len")
 
@@ -78,18 +80,20 @@ def _pairs_from_pickle(path: Path) -> tuple[np.ndarray, np.ndarray]:
     for row, pair in enumerate(data):
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise DataError(f"{path}: item {row}: expected a pair (input_len, output_len)")
-        prompt[row] = _length(path, row, pair[0])
-        output[row] = _length(path, row, pair[1])
+        prompt[row] = _length(path, row, pair[0], CSV_COLUMNS[0])
+        output[row] = _length(path, row, pair[1], CSV_COLUMNS[1])
     return prompt, output
 
 
-def _length(path: Path, row: int, value: object) -> int:
+def _length(path: Path, row: int, value: object, column: str) -> int:
     """An int length, or the length of a token list (as the artifact's generator allows)."""
-    if isinstance(value, list):
-        return len(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise DataError(f"{path}: item {row}: a length must be an int >= 0 or a token list")
+    length = len(value) if isinstance(value, list) else value
+    if isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= MAX_TOKENS:
+        return length
+    raise DataError(
+        f"{path}: item {row}: a length must be an int >= 0 or a token list "
+        f"(at most {MAX_TOKENS:,} tokens); {column} is {shown(value)}"
+    )
 
 
 def _pairs_from_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -105,6 +109,8 @@ def _pairs_from_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(
             f"{path}: header {','.join(map(str, frame.columns))}; expected {','.join(CSV_COLUMNS)}"
         )
+    if len(frame) == 0:
+        raise DataError(f"{path}: no rows after the header")
     cols = []
     for name in CSV_COLUMNS:
         text = frame[name].str.strip()
@@ -114,5 +120,5 @@ def _pairs_from_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
             raise DataError(
                 f"{path}: line {line}: {name} must be an integer >= 0, got {text[bad].iloc[0]!r}"
             )
-        cols.append(text.astype(np.int64).to_numpy())
+        cols.append(token_counts(text, name, lambda row: f"{path}: line {row + 2}"))
     return cols[0], cols[1]

@@ -7,9 +7,10 @@
   seconds from the first request.
 
 Rows are kept in file order after a stable sort by time, and arrival times are
-shifted so that the first request arrives at 0. A missing file, an unknown layout,
-a malformed row, or a negative or non-integer token count is a :class:`DataError`
-naming the file and the line (line 1 is the header).
+shifted so that the first request arrives at 0. A missing file, an empty one or one
+with a header only, an unknown layout, a malformed row, or a token count that is text,
+negative, not an integer or above ``lengthtable.MAX_TOKENS`` is a :class:`DataError`
+naming the file, the line (line 1 is the header) and the column.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pagesim.errors import DataError
-from pagesim.workloads.lengthtable import LengthTable
+from pagesim.workloads.lengthtable import LengthTable, token_counts
 from pagesim.workloads.trace import Trace
 
 LAYOUTS = {
@@ -59,14 +60,7 @@ def _layout_of(path: Path, frame: pd.DataFrame) -> str:
 
 
 def _int_column(path: Path, frame: pd.DataFrame, col: str) -> np.ndarray:
-    values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise DataError(
-            f"{path}: line {row + 2}: {col} must be a non-negative integer, got {frame[col].iloc[row]!r}"
-        )
-    return values.astype(np.int64)
+    return token_counts(frame[col], col, lambda row: f"{path}: line {row + 2}")
 
 
 def _times_s(path: Path, frame: pd.DataFrame, col: str, layout: str) -> np.ndarray:

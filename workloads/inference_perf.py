@@ -128,12 +128,9 @@ class SharedPrefixClient:
 
 
 def _read_yaml_or_json(path: Path) -> dict[str, Any]:
-    import yaml
+    from pagesim import yamlio
 
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DataError(f"{path}: not a readable YAML/JSON file ({exc})") from None
+    doc = yamlio.read(path, "YAML/JSON file")  # JSON is YAML
     if not isinstance(doc, dict):
         raise DataError(f"{path}: expected a mapping")
     return doc

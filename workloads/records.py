@@ -30,10 +30,9 @@ import numpy as np
 import pandas as pd
 
 from pagesim.errors import DataError
+from pagesim.workloads.lengthtable import MAX_TOKENS
 
 RECORD_COLUMNS = ("arrival_s", "prompt_len", "output_len", "first_token_s", "finish_s")
-#: a token count above this is not a request of any model served today (10 million)
-MAX_TOKENS = 10_000_000
 
 
 @dataclass(frozen=True)
