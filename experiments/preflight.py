@@ -5,7 +5,9 @@
 trace CSV, an unprepared table, a missing or malformed profile, replay of a
 workload without timestamps, a KV pool too large to allocate, too small for one block,
 or one its allocator could never serve a request from (``KVAllocator.pool_problem``:
-a Max allocator's pool must hold one ``max_model_len`` reservation).
+a Max allocator's pool must hold one ``max_model_len`` reservation), and a run whose
+requests and time series would not fit in the machine's memory
+(``simulator.footprint.memory_problem``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def preflight(spec: RunSpec) -> str | None:
     from pagesim.allocators.registry import ALLOCATORS
     from pagesim.experiments.inputs import run_input_files
     from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.footprint import memory_problem
     from pagesim.simulator.memory import kv_pool
     from pagesim.simulator.specs import get_gpu
     from pagesim.workloads.registry import WORKLOADS
@@ -72,7 +75,9 @@ def preflight(spec: RunSpec) -> str | None:
     problem = ALLOCATORS[spec.allocator.kind].pool_problem(
         spec.allocator, capacity_slots=pool.capacity_slots, max_model_len=spec.max_model_len
     )
-    return None if problem is None else f"allocator.kind: {problem}"
+    if problem is not None:
+        return f"allocator.kind: {problem}"
+    return memory_problem(spec)
 
 
 def check_run(spec: RunSpec, where: str) -> None:

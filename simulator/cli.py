@@ -100,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from pagesim.errors import ConfigError
     from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.footprint import memory_problem
     from pagesim.simulator.result import METRIC_COLUMNS
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
@@ -119,6 +120,9 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: a RunSpec file must be a mapping of sections")
         source = str(path)
     spec = run_spec_from_dict(spec_doc_from_args(args, base), source)
+    too_large = memory_problem(spec)
+    if too_large is not None:
+        raise ConfigError(f"{source}: {too_large}")
     result = simulate(spec, progress=args.progress)
     if result.summary["num_finished"] == 0:
         why = [f"{len(result.requests)} requests in the run"]

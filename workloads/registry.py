@@ -21,6 +21,7 @@ one loader file). Kinds:
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -111,6 +112,49 @@ def get_source(name: str) -> WorkloadSource:
     if name not in WORKLOADS:
         raise ConfigError(f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}")
     return WORKLOADS[name]
+
+
+def table_origin(name: str, path: str | None = None) -> tuple[Path, str] | None:
+    """Which table a table workload reads, when it is not the one shipped with pagesim:
+    the file, and a label for outputs: ``workload.path`` as given, or the table's file
+    name in the data folder (no machine path), each with the first 12 hex digits of its
+    SHA-256, so that two preparations are told apart. None for a shipped table and for
+    workloads that read no table."""
+    import hashlib
+
+    source = get_source(name)
+    if source.kind != "table":
+        return None
+    if path is not None:
+        file, where = Path(path), str(path)
+    else:
+        file = source.table_path
+        if file is None or file == DATA_DIR / (source.table_file or ""):
+            return None
+        where = f"{file.name} in the data folder (${datapaths.DATA_ENV})"
+    try:
+        digest = "sha256:" + hashlib.sha256(file.read_bytes()).hexdigest()[:12]
+    except OSError:
+        digest = "unreadable"
+    return file, f"{where}, {digest}"
+
+
+def table_rows(path: Path) -> int | None:
+    """The rows of a prepared table (``.npz``: its ``prompt_len`` column) or a CSV (its
+    lines after the header), without building them; None for other files or on error."""
+    try:
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as npz:
+                return int(npz["prompt_len"].shape[0])
+        if path.suffix == ".csv":
+            num_lines = 0
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    num_lines += chunk.count(b"\n")
+            return max(0, num_lines - 1)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    return None
 
 
 def load_rows(name: str, path: str | None = None) -> LengthTable:
