@@ -62,7 +62,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pagesim.errors import ConfigError
     from pagesim.experiments.runner import run_experiment
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment_points
+    from pagesim.experiments.summary import workload_tables
+    from pagesim.experiments.validate import load_experiment_points, set_flags
 
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
@@ -71,7 +72,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.docs is not None:
         raise ConfigError("--docs: only the paper suite writes a docs page (pagesim run paper)")
     path = resolve_experiment(args.experiment)
-    spec, points = load_experiment_points(path, quick=args.quick, overrides=_parse_set(args.set))
+    overrides = _parse_set(args.set)
+    spec, points = load_experiment_points(path, quick=args.quick, overrides=overrides)
     if args.intervals is not None:
         spec = spec.model_copy(update={"intervals": _interval_spec(args)})
     default_out = Path("out") / (f"{spec.name}-quick" if args.quick else spec.name)
@@ -81,7 +83,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out_dir,
         executor=args.executor,
         jobs=args.jobs,
-        source=str(path),
+        # a point that fails its preflight says which flags it was run with
+        source=f"{path} (with {set_flags(overrides)})" if overrides else str(path),
         progress=True if args.progress else None,
         variant="quick" if args.quick else "full",
         points=points,
@@ -90,6 +93,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
         f"{output.num_runs - output.num_computed} from cache) -> {out_dir}"
     )
+    for table in workload_tables(output.results):
+        print(f"note: not the shipped table: {table}", file=sys.stderr)
     for problem in output.chart_problems:
         print(f"warning: {problem}", file=sys.stderr)
     for warning in output.warnings:
@@ -290,7 +295,9 @@ def _register_validate(subparsers: argparse._SubParsersAction, fmt) -> None:
     validate = subparsers.add_parser(
         "validate",
         help="check an experiment file without running it",
-        description="Validate an experiment: schema, every sweep point as a full run spec, names, charts.",
+        description="Validate an experiment: schema, every sweep point as a full run spec, names, "
+        "charts, and everything `run` checks before simulating (input files, pool sizes, and "
+        "that each run fits in this machine's memory).",
         epilog="examples:\n  pagesim validate experiments/memory_waste.yaml\n  pagesim validate swap_vs_recompute --quick\n",
         formatter_class=fmt,
     )

@@ -37,7 +37,8 @@ kept out of `results.csv`, which is identical bytes for the same file and seeds)
 charts as PNG, `summary.md` (headline numbers, and the paper's beside them when
 `paper_figure` names an entry of `paper_targets.yaml`), `experiment.json` (the
 experiment as run), and `runs/` (the cache: one folder per finished run, keyed by a
-hash of its full run spec and the pagesim version; re-running skips finished runs).
+hash of its full run spec, the pagesim version, the sources that compute a run and
+the files it reads; re-running skips finished runs).
 """
 
 

@@ -25,6 +25,11 @@ naming its point and the cause (every request dropped by the filters or rejected
 with the reasons); a run that loses more than ``LOSS_WARN_SHARE`` of its requests is
 reported in ``ExperimentOutput.warnings`` (the CLI prints them on stderr).
 
+A disk that fills (or any error writing a file) stops the run with one line: each run is
+stored whole or not at all and each output file is replaced whole or left as it was
+(``pagesim.files``), so the runs finished before stay usable and a rerun, once there is
+space, simulates only the runs that are missing.
+
 The simulate function is a parameter (default: ``pagesim.simulator.simulate``) so
 the runner can be exercised with any function of the same signature.
 """
@@ -157,9 +162,19 @@ def _run_all(
         simulate = functools.partial(simulate, progress=True)  # requests done, ETA, per run
     bar = tqdm(total=len(runs), initial=len(runs) - num_missing, unit="run", disable=disable)
     finished = execute(executor, simulate, specs, jobs)
+    num_stored = 0
     try:
         for index, result in finished:
-            cache.store(keys[index], specs[index], result, tables=key_to_tables[keys[index]])
+            try:
+                cache.store(keys[index], specs[index], result, tables=key_to_tables[keys[index]])
+            except OSError as exc:
+                run = next(run for run in runs if run.key == keys[index])
+                raise PagesimError(
+                    f"{cache.root}: cannot store the run of point {run.point.point_id} seed "
+                    f"{run.seed} ({_os_error(exc)}); the {num_stored} run(s) finished before it "
+                    "are stored whole: free space and rerun to resume from them"
+                ) from None
+            num_stored += 1
             bar.update(key_to_count[keys[index]])
     except RunFailed as exc:
         failed = [run for run in runs if run.key == keys[exc.index]]
@@ -171,6 +186,12 @@ def _run_all(
         finished.close()  # on Ctrl-C or an error: cancel queued runs, stop the workers
         bar.close()
     return len(keys)
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as a message shows it: what failed, and on which file."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -302,7 +323,14 @@ def run_experiment(
             num_computed = _run_all(
                 runs, cache, simulate=simulate, executor=executor, jobs=jobs, progress=progress
             )
-            return _write_outputs(spec, runs, cache, out_dir, manifest, variant, num_computed)
+            try:
+                return _write_outputs(spec, runs, cache, out_dir, manifest, variant, num_computed)
+            except OSError as exc:
+                raise PagesimError(
+                    f"{out_dir}: cannot write the outputs ({_os_error(exc)}); every file is "
+                    f"written whole or left as it was, and the {len(runs)} run(s) are stored in "
+                    f"{cache.root}: free space and rerun to write them (nothing is simulated again)"
+                ) from None
     except BaseException:
         remove_if_empty(created)
         raise

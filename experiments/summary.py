@@ -4,10 +4,12 @@ Where the experiment names a ``paper_figure`` found in ``paper_targets.yaml`` (t
 paper's numbers, copied with their source), each paper value is shown beside the
 simulated one and the difference (simulated − paper, in the paper's unit). A
 target whose point or metric the run does not have is listed as missing, never
-left out. Two sections say what the numbers rest on: *Requests* (per point, how
+left out. Sections say what the numbers rest on: *Requests* (per point, how
 many the workload filters dropped and why, how many the scheduler rejected and why,
-and the warnings of runs that lost too many) and *Step costs* (the cost model kind,
-the profile's identity and the cost model's full description).
+and the warnings of runs that lost too many), *Workload tables* (only when a table
+workload read a table that is not the shipped one: which, its rows and provenance)
+and *Step costs* (the cost model kind, the profile's identity and the cost model's
+full description).
 """
 
 from __future__ import annotations
@@ -179,6 +181,12 @@ def accounting_lines(results: pd.DataFrame, warnings: list[str]) -> list[str]:
     return lines
 
 
+def workload_tables(results: pd.DataFrame) -> list[str]:
+    """The distinct ``workload_table`` notes: tables read that are not the shipped ones."""
+    texts = [t for cell in _column(results, "workload_table") for t in str(cell).split(" | ")]
+    return [t for t in dict.fromkeys(texts) if t and t != "nan"]
+
+
 def step_cost_lines(results: pd.DataFrame) -> list[str]:
     """The Step costs section: cost model kind, profile identity, description."""
     if "cost_model" not in results.columns:
@@ -223,6 +231,10 @@ def summary_text(
     header = ["point", "label", *swept, *headline]
     lines += _table(header, results[header].values.tolist())
     lines += ["", "## Requests", ""] + accounting_lines(results, list(warnings or []))
+    tables = workload_tables(results)
+    if tables:
+        lines += ["", "## Workload tables", "", "Requests were drawn from tables that are not "
+                  "the ones shipped with pagesim:", ""] + [f"- {t}" for t in tables]  # fmt: skip
     lines += ["", "## Step costs", ""] + step_cost_lines(results)
     if spec.paper_figure is not None:
         lines += ["", f"## Paper comparison ({spec.paper_figure})", ""]

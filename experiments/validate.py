@@ -7,7 +7,9 @@ for an unknown key, the allowed names for an unknown model / GPU / workload /
 allocator / scheduler). Checks, in order: YAML syntax; the experiment schema; each
 swept and overridden path names a RunSpec field; the base is a valid RunSpec; each
 sweep value is valid on its own; each point is a valid RunSpec whose names are
-registered; each chart kind exists. :func:`load_experiment` checks the file itself;
+registered; each chart kind exists. A ``--set`` value that makes the file's valid base
+invalid is the flag's error and says so (``--set PATH=VALUE: problem``), not the
+file's. :func:`load_experiment` checks the file itself;
 ``pagesim validate`` and ``pagesim run`` also put each point through ``preflight.py``
 (its input files exist, its pool and blocks fit), so that ``validate`` rejects
 everything ``run`` would before simulating.
@@ -204,6 +206,29 @@ def load_experiment(
     return load_experiment_points(source, quick=quick, overrides=overrides)[0]
 
 
+def set_flags(overrides: dict[str, Any]) -> str:
+    """``overrides`` as the command line gave them: ``--set a=1 --set b=x``."""
+    return " ".join(f"--set {path}={value}" for path, value in overrides.items())
+
+
+def _check_override_values(base: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Each ``--set`` value on the file's base alone: one that makes a valid base invalid
+    is the flag's error, and is reported as such (``--set PATH=VALUE: problem``), not as
+    the file's."""
+    try:
+        RunSpec.model_validate(base)
+    except ValidationError:
+        return  # the file's own error, reported with the file's name
+    for dotted_path, value in overrides.items():
+        try:
+            RunSpec.model_validate(apply_overrides(base, {dotted_path: value}))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            where = "" if loc == dotted_path else f"{loc or 'the spec'}: "
+            raise ConfigError(f"{set_flags({dotted_path: value})}: {where}{error_text(err)}") from None
+
+
 def load_experiment_points(
     source: str | Path, *, quick: bool = False, overrides: dict[str, Any] | None = None
 ) -> tuple[ExperimentSpec, list[tuple[Point, RunSpec]]]:
@@ -232,6 +257,7 @@ def load_experiment_points(
                     f"--set {dotted_path}: {clash[0]} is swept in {path} (the sweep would "
                     "override it); edit the sweep instead"
                 )
+        _check_override_values(spec.base, overrides)
         spec = spec.model_copy(update={"base": apply_overrides(spec.base, overrides)})
     points = validate_points(spec, str(path), preflight=False)
     _check_charts(spec, str(path))

@@ -7,7 +7,9 @@ module level and do their heavy imports inside the handler, so ``pagesim --help`
 stays fast.
 
 Every handler returns an exit code. A :class:`~pagesim.errors.PagesimError` is
-printed as one line (``pagesim: error: ...``) with exit code 2, never a traceback;
+printed as one line (``pagesim: error: ...``) with exit code 2, never a traceback, and
+so is a write that fails for want of space or permission (a full disk, a quota, a
+read-only file system): every file pagesim writes is replaced whole or left as it was;
 Ctrl-C exits 130, and output piped into a reader that stops (``| head``) ends
 quietly with 141, as a shell pipeline would.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -23,6 +26,9 @@ import sys
 
 from pagesim import __version__
 from pagesim.errors import PagesimError
+
+#: write errors that are the machine's state, not pagesim's fault: one line, no traceback
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
 
 COMMAND_MODULES = (
     "pagesim.experiments.cli",
@@ -77,6 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        kept = (
+            "; nothing was half-written (each file pagesim writes is replaced whole or left "
+            "as it was)"
+            if exc.errno != errno.EACCES
+            else ""
+        )
+        print(f"pagesim: error: {where}{exc.strerror}{kept}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -92,14 +92,27 @@ EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
 
 
 def data_dir() -> Path:
-    """The data folder (see the module docstring); it need not exist yet."""
+    """The data folder (see the module docstring); it need not exist yet, but what the
+    variable names must not be a file, nor lie under one (a one-line ConfigError that
+    names the variable)."""
     named = os.environ.get(DATA_ENV, "").strip()
-    if named:
-        return Path(named).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "pagesim"
-    return Path.home() / ".local" / "share" / "pagesim"
+    if named:
+        folder, given = Path(named).expanduser(), f"{DATA_ENV}={named}: "
+    elif xdg and Path(xdg).is_absolute():
+        folder, given = Path(xdg) / "pagesim", f"XDG_DATA_HOME={xdg}: "
+    else:
+        folder, given = Path.home() / ".local" / "share" / "pagesim", ""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "is" if path == folder else f"lies under {path}, which is"
+                raise ConfigError(
+                    f"{given}the data folder {folder} {where} a file, not a folder; set "
+                    f"{DATA_ENV} to a folder (it is made when first written)"
+                )
+            break
+    return folder
 
 
 def get_dataset(name: str) -> ExternalDataset:

@@ -12,6 +12,12 @@ path the spec gives, the GPU it describes, its date, and the first 12 hex digits
 the file's SHA-256; the analytic profile is named by its GPU);
 ``cost_model_description`` is :attr:`CostModel.description`. All are text, the same
 for the same inputs, so ``results.csv`` stays deterministic.
+
+Workload table: ``workload_table`` (only when a table workload read a table that is not
+the one shipped with pagesim: one prepared into the data folder, an external dataset's,
+or ``workload.path``) names it (``workloads.registry.table_origin``: file, SHA-256), its
+row count and the provenance the table carries, so that a run on a 12-row table
+prepared from a sample says so in ``results.csv`` and ``summary.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import pandas as pd
 
 from pagesim.simulator.costmodel.model import CostModel
 from pagesim.simulator.request import REJECTED
+from pagesim.workloads.spec import WorkloadSpec
+from pagesim.workloads.trace import Trace
 
 MAX_REASONS = 3
 #: Profile kinds (``profile.kind``) as the outputs name them.
@@ -73,6 +81,21 @@ def step_cost_notes(cost_model: CostModel, profile_ref: str | None) -> dict[str,
         "cost_model_profile": identity,
         "cost_model_description": cost_model.description,
     }
+
+
+def workload_table_notes(workload: WorkloadSpec, trace: Trace) -> dict[str, str]:
+    """``workload_table`` (module doc), or nothing for a shipped table or no table."""
+    from pagesim.workloads.registry import table_origin, table_rows
+
+    origin = table_origin(workload.name, workload.path)
+    if origin is None:
+        return {}
+    file, label = origin
+    num_rows = table_rows(file)
+    num_rows = trace.num_candidates if num_rows is None else num_rows
+    rows = f": {num_rows:,} rows" if num_rows is not None else ""
+    note = f"; {trace.source_note}" if trace.source_note else ""
+    return {"workload_table": f"{workload.name}: {label}{rows}{note}"}
 
 
 def request_notes(dropped: dict[str, int], requests: pd.DataFrame) -> dict[str, str]:

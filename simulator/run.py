@@ -15,7 +15,8 @@ slots the pinned prefix holds for the whole run (inside ``mem_token_frac``).
 ``extra["num_dropped"]`` counts the requests the workload filters removed (and
 ``extra["dropped_share"]`` their share of the candidates they examined), and
 ``notes`` says what the numbers rest on (``simulator.provenance``): why requests
-were dropped or rejected, the cost model kind and profile.
+were dropped or rejected, the cost model kind and profile, and the table a table
+workload read when it is not the shipped one.
 
 Checked before the run (ConfigError, by ``make_allocator``): a pool the allocator
 could never serve a request from (``KVAllocator.pool_problem``: a Max allocator whose
@@ -34,7 +35,7 @@ import simpy
 
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
-from pagesim.simulator.provenance import request_notes, step_cost_notes
+from pagesim.simulator.provenance import request_notes, step_cost_notes, workload_table_notes
 from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.request_log import RequestLog
@@ -58,8 +59,10 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
 
     wall_start = time.perf_counter()
     rng = np.random.default_rng(spec.seed)
+    table_note = {}
     if trace is None:
         trace = build_trace(spec.workload, spec.arrivals, max_model_len=spec.max_model_len, rng=rng)
+        table_note = workload_table_notes(spec.workload, trace)
     pool = kv_pool(
         spec.hardware,
         swap_space_gib=spec.allocator.swap_space_gib,
@@ -119,6 +122,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
     result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
+    result.notes.update(table_note)
     return result
 
 

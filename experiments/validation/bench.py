@@ -143,7 +143,8 @@ def replay_vllm(
     raw = json.loads(path.read_text())
     settings = {**server_settings(server_args), **(overrides or {})}
     doc = replay_doc(model=model, gpu=gpu, profile=profile, scheduler=scheduler, settings=settings)
-    spec = run_spec_from_dict(doc, "replay-vllm settings")
+    given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
+    spec = run_spec_from_dict(doc, "--server-args" + (f" / {given}" if given else ""))
     result = simulate(spec, trace=run.trace())
     req = result.requests
     cost_name = profile or "analytic"
