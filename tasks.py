@@ -2,7 +2,8 @@
 """Set up and run pagesim with nothing but Python 3.11+ and pip on the machine.
 
     python3 tasks.py run     # set up, then run the default experiment (memory_waste)
-    python3 tasks.py test    # set up, then lint and run the test suite
+    python3 tasks.py test    # set up, then lint and run the test suite (every stage,
+                             # each one's result reported; non-zero if any failed)
     python3 tasks.py bench   # set up, then run every benchmark under benchmarks/
 
     python3 tasks.py gpu-wheels      # here: the wheels a GPU machine without an index needs
@@ -43,6 +44,7 @@ import tomllib
 import venv
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -287,6 +289,60 @@ def gpu_calibrate(argv: list[str]) -> int:
         log.close()
 
 
+class Stage(NamedTuple):
+    """One stage of ``tasks.py test``: a command, with ``env`` added to the environment.
+    (A named tuple, not a dataclass: tests load this file by path, as no module.)"""
+
+    name: str
+    cmd: list[str | Path]
+    env: dict[str, str] | None = None
+
+
+#: pytest's exit status when the arguments selected no test (not a failure)
+NO_TESTS = 5
+
+
+def suite_stages(rest: list[str]) -> list[Stage]:
+    """Lint; the suite on the compiled build; then with the engine's modules as Python
+    (what an edited checkout runs) the tests that patch them (marked pure_python) and,
+    without arguments, the golden files."""
+    pytest = [BIN / "python", "-m", "pytest", "-q", "-n", "2"]
+    pure = {"PAGESIM_PURE_PYTHON": "1"}
+    stages = [
+        Stage("lint", [BIN / "ruff", "check", "."]),
+        Stage("compiled suite", [*pytest, *rest]),
+        Stage("pure-Python pass", [*pytest, "-m", "pure_python", *rest], pure),
+    ]
+    if not rest:
+        stages.append(Stage("golden files", [*pytest, "tests/simulator/test_goldens.py"], pure))
+    return stages
+
+
+def run_stages(stages: list[Stage]) -> int:
+    """Run every stage, whatever the ones before it gave, and report each one's result
+    and wall time; 1 if any failed, else 0."""
+    results = []
+    for stage in stages:
+        env = stage.env or {}
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
+        print(f"+ [{stage.name}] {shown + ' ' if shown else ''}"
+              + " ".join(str(c) for c in stage.cmd), flush=True)  # fmt: skip
+        started = time.monotonic()
+        code = subprocess.run(
+            [str(c) for c in stage.cmd], cwd=ROOT, env={**os.environ, **env}
+        ).returncode
+        results.append((stage.name, code, time.monotonic() - started))
+    print("tasks.py test:", flush=True)
+    for name, code, seconds in results:
+        verdict = {0: "passed", NO_TESTS: "no test selected"}.get(code, f"FAILED (exit {code})")
+        print(f"  {name:<17} {verdict:<20} {seconds / 60:5.1f} min", flush=True)
+    total_s = sum(seconds for _, _, seconds in results)
+    failed = [name for name, code, _ in results if code not in (0, NO_TESTS)]
+    print(f"  {'total':<17} {'FAILED: ' + ', '.join(failed) if failed else 'passed':<20} "
+          f"{total_s / 60:5.1f} min", flush=True)  # fmt: skip
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "gpu-wheels":
         return gpu_wheels(argv[1:])
@@ -308,21 +364,7 @@ def main(argv: list[str]) -> int:
                 *rest,
             )
         elif task == "test":
-            sh(BIN / "ruff", "check", ".")
-            sh(BIN / "python", "-m", "pytest", "-q", "-n", "2", *rest)
-            # the engine's modules as Python (what an edited checkout runs), for the
-            # tests that patch them (marked pure_python) and the golden files
-            os.environ["PAGESIM_PURE_PYTHON"] = "1"
-            print("+ PAGESIM_PURE_PYTHON=1 (the engine's modules from their sources)", flush=True)
-            pytest = [BIN / "python", "-m", "pytest", "-q", "-n", "2"]
-            passes = [[*pytest, "-m", "pure_python", *rest]]
-            if not rest:
-                passes.append([*pytest, "tests/simulator/test_goldens.py"])
-            for cmd in passes:
-                print("+", " ".join(str(c) for c in cmd), flush=True)
-                code = subprocess.run([str(c) for c in cmd], cwd=ROOT).returncode
-                if code not in (0, 5):  # 5: the arguments selected no such test
-                    return code
+            return run_stages(suite_stages(rest))
         elif task == "bench":
             for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
                 sh(BIN / "python", script, *rest)

@@ -36,6 +36,8 @@ Simulate = Callable[..., RunResult]
 EXECUTORS = ("local", "ray")
 #: Seconds a terminated worker gets to exit before it is killed.
 STOP_GRACE_S = 1.0
+#: Seconds the pool's manager thread gets to end once its workers are gone.
+MANAGER_EXIT_S = 10.0
 #: How often a worker checks that the process that started it is alive.
 PARENT_POLL_S = 0.5
 
@@ -67,6 +69,7 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if is_main else None
     try:
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)  # shutdown forgets it
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():
@@ -77,6 +80,11 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
             if process.is_alive():
                 process.kill()
                 process.join(STOP_GRACE_S)
+        # the pool's manager thread closes its wake-up pipe as it ends; the interpreter's
+        # exit hook writes to that pipe if the thread is still listed, and a close racing
+        # that write printed "OSError: Bad file descriptor" at exit: let it end first
+        if manager is not None:
+            manager.join(MANAGER_EXIT_S)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

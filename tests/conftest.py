@@ -12,6 +12,10 @@
   compiled (``pagesim._native.COMPILED``); compiled callers would not see the patch,
   so where those modules run compiled the tests are skipped, and ``tasks.py test``
   runs them in a second pass with ``PAGESIM_PURE_PYTHON=1``.
+- No test may fail because the machine is slow: hypothesis's per-example deadline and
+  its "data generation too slow" health check are off for every test (a loaded 2-core
+  machine runs an example many times slower than an idle one), and a test that waits
+  for a subprocess bounds the wait only against a hang, far above any load's delay.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "pagesim", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("pagesim")
 
 SHARED_ENV = "PAGESIM_TEST_SHARED_DATA"
 DEFAULT_SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

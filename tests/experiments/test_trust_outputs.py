@@ -19,6 +19,9 @@ from pagesim.errors import ConfigError
 from pagesim.experiments.runner import run_experiment
 from pagesim.experiments.validate import load_experiment
 
+#: a bound on a subprocess against a hang only, far beyond what a loaded machine takes
+PATIENCE_S = 1800
+
 # ---- outputs: --quick, stale files, foreign files, stored once ---------------------------
 
 
@@ -209,7 +212,7 @@ def test_output_piped_into_head_in_a_shell(tmp_path):
 
     proc = subprocess.run(
         f"{sys.executable} -m pagesim list | head -1",
-        shell=True, capture_output=True, text=True, timeout=120,
+        shell=True, capture_output=True, text=True, timeout=PATIENCE_S,
     )  # fmt: skip
     assert proc.stdout.strip() and "Traceback" not in proc.stderr
 
@@ -222,7 +225,7 @@ def test_progress_flag_forces_bars_off_a_terminal(write_doc, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pagesim", "run", str(path), "--out", str(tmp_path / "o"),
          "--progress", "--jobs", "1"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=PATIENCE_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "run/s" in proc.stderr or "s/run" in proc.stderr

@@ -2,7 +2,7 @@
 
 Each runs with nbclient on the ``python3`` kernel (the test environment's ipykernel) in
 the ``notebooks/`` folder, as a user opening it in Jupyter would, with a per-cell
-timeout; afterwards the folder must hold exactly what it held before (a notebook
+timeout against a hang; afterwards the folder must hold exactly what it held before (a notebook
 writes only to temporary folders). Notebooks are committed without outputs; this test
 is what executes them.
 """
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Notebooks that read external data: the workloads and the shared files they come from.
 EXTERNAL = {"05_your_own_trace": [("azure-conv", ("azure_llm_2023", "conv.csv"))]}
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-CELL_TIMEOUT_S = 120
+#: a bound on one cell against a hang only, far beyond what a loaded machine takes
+CELL_TIMEOUT_S = 1800
 
 
 def test_the_walkthroughs_are_there():
