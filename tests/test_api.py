@@ -75,3 +75,13 @@ def test_help_imports_neither_the_engine_nor_pandas():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_shell_completion_is_generated_from_the_parser(capsys):
+    pytest.importorskip("shtab")
+    from pagesim.cli import main
+
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    for word in ("validate-vllm", "replay-vllm", "fit-serving", "--intervals"):
+        assert word in script
