@@ -251,7 +251,9 @@ def _planned_outputs(spec: ExperimentSpec, runs: list[_Run]) -> list[str]:
     names += [
         f"{table}/{run.run_id}.csv.gz" for table in TABLES for run in runs if run.keeps_tables
     ]
-    return names + [f"{chart.file or chart.kind}.png" for chart in spec.charts]
+    return names + [
+        f"{chart.file or chart.kind}.{fmt}" for chart in spec.charts for fmt in ("png", "svg")
+    ]
 
 
 def run_experiment(
@@ -357,7 +359,7 @@ def _write_outputs(
     )
     chart_paths, chart_problems = draw_charts(spec, results, out_dir)
     write_summary(spec, results, out_dir, chart_paths, chart_problems, warnings)
-    written += [path.name for path in chart_paths]
+    written += [p.name for path in chart_paths for p in (path, path.with_suffix(".svg"))]
     manifest.replace(variant, written)
     return ExperimentOutput(
         out_dir,

@@ -38,6 +38,7 @@ from pagesim.specbase import StrictSpec
 
 HEADLINE_COLUMNS = (
     "throughput_req_s",
+    "request_goodput",
     "normalized_latency_s_per_tok",
     "avg_batch_size",
     "mem_token_frac",
@@ -120,8 +121,15 @@ def _simulated(
 
 
 def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
+    """The paper's numbers beside the results'. A target may name its points in several
+    layouts (the system alone, or the system and the rate): the labels of a layout these
+    results do not use are not "missing" when another layout's labels are here."""
     rows, missing = [], []
+    present = set(results["label"].astype(str)) if "label" in results.columns else set()
+    any_present = any(label in present for label in target.points)
     for label, metric_to_value in target.points.items():
+        if any_present and label not in present:
+            continue
         for metric, paper in metric_to_value.items():
             sim = _simulated(results, label, metric)
             if sim is None:
@@ -194,6 +202,66 @@ def step_cost_lines(results: pd.DataFrame) -> list[str]:
     ]
 
 
+#: a knee: the first rate at which normalized latency exceeds this many times its value at
+#: the lowest rate (a reading, not a property of the system: notebook 02 explains it)
+KNEE_FACTOR = 2.0
+
+
+def _series_of(chart, results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    series = chart.series
+    if series is None:
+        for candidate in ("allocator.kind", "scheduler.kind"):
+            if candidate in results.columns and results[candidate].nunique() > 1:
+                series = candidate
+                break
+    if series is None or series not in results.columns:
+        return [("all", results)]
+    return [(str(k), results[results[series] == k]) for k in results[series].drop_duplicates()]
+
+
+def chart_caption(chart, results: pd.DataFrame) -> str:
+    """One line saying what a chart shows, read off the results (the knee per system,
+    the best goodput, the memory held), or "" where there is nothing to read."""
+    rate = "arrivals.rate_req_s"
+    if chart.kind == "latency_vs_rate" and rate in results.columns:
+        parts = []
+        for name, part in _series_of(chart, results):
+            part = part.sort_values(rate)
+            y = part["normalized_latency_s_per_tok"]
+            over = part[y > KNEE_FACTOR * y.iloc[0]]
+            parts.append(
+                f"{name} at {over[rate].iloc[0]:g} req/s"
+                if len(over)
+                else f"{name} none up to {part[rate].max():g} req/s"
+            )
+        return (
+            f"Knee (normalized latency over {KNEE_FACTOR:g}x its value at the lowest rate): "
+            + "; ".join(parts)
+            + "."
+        )
+    if chart.kind == "goodput_vs_rate" and "request_goodput" in results.columns:
+        parts = []
+        for name, part in _series_of(chart, results):
+            best = part.loc[part["request_goodput"].idxmax()]
+            parts.append(f"{name} {best['request_goodput']:.3g} req/s at {best[rate]:g} req/s")
+        return "Highest goodput under the SLOs: " + "; ".join(parts) + "."
+    if chart.kind == "memory_breakdown" and "mem_token_frac" in results.columns:
+        parts = [
+            f"{label} {100 * v:.0f}%"
+            for label, v in zip(results["label"], results["mem_token_frac"], strict=True)
+        ]
+        return "Share of the KV pool holding token states: " + "; ".join(parts) + "."
+    if chart.kind == "memory_over_time":
+        return "KV memory held (solid) and holding token states (dashed), one panel per point."
+    if chart.kind == "batch_size" and "avg_batch_size" in results.columns:
+        parts = [
+            f"{label} {v:.1f}"
+            for label, v in zip(results["label"], results["avg_batch_size"], strict=True)
+        ]
+        return "Average batch size (requests per step): " + "; ".join(parts) + "."
+    return ""
+
+
 def summary_text(
     spec: ExperimentSpec,
     results: pd.DataFrame,
@@ -217,6 +285,23 @@ def summary_text(
             "(docs/intervals.md).",
             "",
         ]
+    if chart_paths or chart_problems:
+        lines += ["## Charts", ""]
+        by_stem = {(c.file or c.kind): c for c in spec.charts}
+        for path in chart_paths:
+            chart = by_stem.get(path.stem)
+            caption = chart_caption(chart, results) if chart is not None else ""
+            lines += (
+                [f"![{path.stem}]({path.name})", "", caption, ""]
+                if caption
+                else [
+                    f"![{path.stem}]({path.name})",
+                    "",
+                ]
+            )
+        lines += [f"- {problem}" for problem in chart_problems]
+        if chart_problems:
+            lines.append("")
     lines += ["## Results", ""]
     swept = list(spec.sweep.swept_paths)
     headline = [c for c in HEADLINE_COLUMNS if c in results.columns]
@@ -233,9 +318,6 @@ def summary_text(
             lines += [
                 "The paper gives no numbers for this figure in paper_targets.yaml; compare the charts by eye."
             ]
-    lines += ["", "## Charts", ""]
-    lines += [f"![{path.stem}]({path.name})" for path in chart_paths]
-    lines += [f"- {problem}" for problem in chart_problems]
     return "\n".join(lines) + "\n"
 
 
