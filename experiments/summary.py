@@ -21,18 +21,19 @@ import pandas as pd
 import yaml
 from pydantic import Field
 
+from pagesim.experiments.mdtable import fmt as _fmt
+from pagesim.experiments.mdtable import table as _table
 from pagesim.experiments.outputs import atomic_write_text
 from pagesim.experiments.paper_checks import (
     BestCheck,
     CheckRow,
     Comparison,
-    GrowthCheck,
     OrderCheck,
     best_rows,
     comparison_row,
-    growth_rows,
     order_rows,
 )
+from pagesim.experiments.paper_headline import HeadlineSpec, SustainedSpec
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.specbase import StrictSpec
 
@@ -49,15 +50,20 @@ HEADLINE_COLUMNS = (
 
 
 class RatioTarget(StrictSpec):
+    """numerator's ``metric`` over denominator's, at the points matching ``where``; with
+    ``over`` (a swept column), each side's largest ``metric`` over that column's values
+    (a throughput's plateau: what the system sustains)."""
+
     numerator: str
     denominator: str
     metric: str
     value: float
     where: dict[str, Any] = Field(default_factory=dict)
+    over: str | None = None
 
 
 class PaperTarget(StrictSpec):
-    """A figure's numbers (``points``, ``ratios``), its shape (``order``, ``growth``,
+    """A figure's numbers (``points``, ``ratios``), its shape (``order``,
     ``comparisons``, ``best``: see ``paper_checks.py``; ``order`` may be a list of
     orders, each checked, for a figure with two variants of one system) and ``cause``:
     why pagesim's numbers differ from the paper's, as the people who ran it found
@@ -68,9 +74,9 @@ class PaperTarget(StrictSpec):
     points: dict[str, dict[str, float]] = Field(default_factory=dict)
     ratios: list[RatioTarget] = Field(default_factory=list)
     order: OrderCheck | list[OrderCheck] | None = None
-    growth: GrowthCheck | None = None
     comparisons: list[Comparison] = Field(default_factory=list)
     best: BestCheck | None = None
+    sustained: SustainedSpec | None = None
     cause: str = ""
 
     def check_rows(self, results: pd.DataFrame) -> list[CheckRow]:
@@ -80,34 +86,48 @@ class PaperTarget(StrictSpec):
         for order in orders:
             if order is not None:
                 rows += order_rows(order, results)
-        if self.growth is not None:
-            rows += growth_rows(self.growth, results)
         rows += [comparison_row(c, results) for c in self.comparisons]
         if self.best is not None:
             rows += best_rows(self.best, results)
         return rows
 
 
+#: Entries of paper_targets.yaml that are not a figure's numbers: the headline comparison
+#: (``paper_headline.py``) and the figures the suite does not simulate, with the reason.
+HEADLINE_KEY = "headline"
+NOT_SIMULATED_KEY = "not_simulated"
+
+
+def _targets_doc() -> dict[str, Any]:
+    text = resources.files("pagesim.experiments").joinpath("paper_targets.yaml").read_text()
+    return yaml.safe_load(text)
+
+
 def paper_targets() -> dict[str, PaperTarget]:
     """The shipped paper numbers, by figure key."""
-    text = resources.files("pagesim.experiments").joinpath("paper_targets.yaml").read_text()
-    return {key: PaperTarget.model_validate(doc) for key, doc in yaml.safe_load(text).items()}
+    return {
+        key: PaperTarget.model_validate(doc)
+        for key, doc in _targets_doc().items()
+        if key not in (HEADLINE_KEY, NOT_SIMULATED_KEY)
+    }
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
-    return str(value)
+def paper_headline() -> HeadlineSpec:
+    """The headline comparison's bounds and the paper's claims (``paper_headline.py``)."""
+    return HeadlineSpec.model_validate(_targets_doc()[HEADLINE_KEY])
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
-    return lines
+def not_simulated() -> dict[str, str]:
+    """Figure -> why the suite does not simulate it."""
+    return {str(k): " ".join(str(v).split()) for k, v in _targets_doc()[NOT_SIMULATED_KEY].items()}
 
 
 def _simulated(
-    results: pd.DataFrame, label: str, metric: str, where: dict[str, Any] | None = None
+    results: pd.DataFrame,
+    label: str,
+    metric: str,
+    where: dict[str, Any] | None = None,
+    over: str | None = None,
 ) -> float | None:
     rows = results[results["label"].astype(str) == label]
     for column, value in (where or {}).items():
@@ -117,6 +137,10 @@ def _simulated(
     columns = metric.split("+")
     if rows.empty or any(c not in results.columns for c in columns):
         return None
+    if over is not None:
+        if over not in rows.columns:
+            return None
+        return float(sum(rows[c] for c in columns).max())
     return float(sum(rows.iloc[0][c] for c in columns))
 
 
@@ -138,13 +162,14 @@ def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
             sim *= target.scale
             rows.append([label, metric, paper, sim, sim - paper])
     for ratio in target.ratios:
-        num = _simulated(results, ratio.numerator, ratio.metric, ratio.where)
-        den = _simulated(results, ratio.denominator, ratio.metric, ratio.where)
+        num = _simulated(results, ratio.numerator, ratio.metric, ratio.where, ratio.over)
+        den = _simulated(results, ratio.denominator, ratio.metric, ratio.where, ratio.over)
         if num is None or den is None or den == 0:
             missing.append(f"{ratio.numerator} / {ratio.denominator} ({ratio.metric})")
             continue
         where = ", ".join(f"{k}={v}" for k, v in ratio.where.items())
-        name = f"{ratio.metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
+        metric = f"largest {ratio.metric} over {ratio.over}" if ratio.over else ratio.metric
+        name = f"{metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
         rows.append([ratio.numerator, name, ratio.value, num / den, num / den - ratio.value])
     lines = [f"Source: {target.source}.", ""]
     if rows or missing:
