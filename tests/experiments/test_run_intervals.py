@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from pagesim.cli import main
 
@@ -65,3 +66,16 @@ def test_bad_interval_flags_name_the_flag(tmp_path, capsys):
     code = main(["run", str(path), "--out", str(tmp_path / "o"), "--intervals", "90", "--spread", "moon"])
     assert code == 2
     assert "sources" in capsys.readouterr().err
+
+
+def test_each_run_can_be_written_as_a_vllm_bench_serve_result(tmp_path):
+    import json
+
+    out = _run(tmp_path, "a100-80gb-vidur", "--vllm-json")
+    results = pd.read_csv(out / "results.csv").set_index("point")
+    for point in ("p000", "p001"):
+        doc = json.loads((out / "vllm_bench" / f"{point}_seed0.json").read_text())
+        assert doc["completed"] == 40 and isinstance(doc["completed"], int)
+        assert len(doc["input_lens"]) == len(doc["ttfts"]) == len(doc["start_times"]) == 40
+        assert doc["median_ttft_ms"] == pytest.approx(results.loc[point, "median_ttft_ms"])
+        assert doc["request_throughput"] == pytest.approx(results.loc[point, "request_throughput"])
