@@ -6,6 +6,8 @@ pagesim calibrate import --gpu a100-80gb --attention F --mlp F [F ...] --cpu-ove
                          --origin FILE=OWNER/REPO@COMMIT ... --out DIR
 pagesim calibrate import --gpu a100-80gb --splitwise perf_model.csv
                          --origin perf_model.csv=OWNER/REPO@COMMIT --out DIR
+pagesim calibrate fit-serving --records RUN.csv|RESULT.json ... --model M --gpu G
+                         --base PROFILE [--padding] --out DIR     (serving_cli.py)
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="seed of the grid, inputs and hold-out split"
     )
     parser.set_defaults(func=_run)
-    sub = parser.add_subparsers(dest="calibrate_command", metavar="{report,import}")
+    sub = parser.add_subparsers(dest="calibrate_command", metavar="{report,import,fit-serving}")
     report = sub.add_parser("report", help="rebuild report.md and plots from a calibration folder")
     report.add_argument("dir", help="a folder written by `pagesim calibrate`")
     report.set_defaults(func=_report)
     _register_import(sub)
+    from pagesim.calibrate.serving_cli import register as register_fit_serving
+
+    register_fit_serving(sub)
 
 
 def _register_import(sub: argparse._SubParsersAction) -> None:

@@ -146,9 +146,28 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate_vllm(args: argparse.Namespace) -> int:
-    from pagesim.experiments.vllm_validation import write_validation
+    from pagesim.experiments.validation.pipeline import write_validation
 
-    written = write_validation(args.data, args.out, args.docs)
+    written = write_validation(args.data, args.out, args.docs, progress=True)
+    for label, path in written.items():
+        print(f"{label}: {path}")
+    return 0
+
+
+def _cmd_replay_vllm(args: argparse.Namespace) -> int:
+    from pagesim.experiments.validation.bench import replay_vllm
+
+    overrides = _parse_set(args.set)
+    written = replay_vllm(
+        args.result,
+        args.out,
+        model=args.model,
+        gpu=args.gpu,
+        profile=args.profile,
+        scheduler=args.scheduler,
+        server_args=args.server_args,
+        overrides=overrides,
+    )
     for label, path in written.items():
         print(f"{label}: {path}")
     return 0
@@ -230,26 +249,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     vv = subparsers.add_parser(
         "validate-vllm",
-        help="replay real vLLM runs (DistServe's OPT-13B records) and compare latencies",
+        help="replay real vLLM runs and compare latencies (validation.csv, a page, a chart)",
         description=(
-            "Replay each run of DIR (DistServe's vllm-N-RATE.csv: per-request records of real vLLM "
-            "serving OPT-13B on one A100-80GB) through the vllm scheduler with that vLLM's "
-            "settings, under the analytic and the fitted (a100-80gb-vidur) cost models, and "
-            "write predicted vs measured TTFT, TPOT and E2E (p50, p90, mean) per rate, the "
-            "saturation rate, a chart and a page. The two cost models fit nothing on the runs; a "
-            "last section tests a per-step serving cost of three one-parameter forms, each "
-            "fitted on the runs at 1 and 2 req/s and reported on the others as held out."
+            "Recognise the dataset in DIR by its files (DistServe's vllm-N-RATE.csv: per-request "
+            "records of vLLM v0.2.3 serving OPT-13B on one A100-80GB), replay each run's exact "
+            "requests with the settings its server ran with (the dataset's manifest: launch, "
+            "role, evidence), under each cost model (the headline one with a serving path fitted "
+            "on the manifest's fit runs only), and write validation.csv (one row per run x cost "
+            "model x metric x statistic, with the run's role), a chart and a page: TTFT, TPOT and "
+            "E2E against the records, the decode time given the measured concurrency, the "
+            "saturation rate, the KV pool, and every serving form tried."
         ),
         epilog="examples:\n  pagesim validate-vllm --data ../shared/data/distserve_vllm_opt13b "
         "--out out/validation --docs docs/validation.md\n",
         formatter_class=fmt,
     )
-    vv.add_argument("--data", required=True, help="folder with DistServe's vllm-N-RATE.csv runs")
-    vv.add_argument("--out", required=True, help="output folder (CSV, chart, page)")
+    vv.add_argument("--data", required=True, help="the dataset's folder (e.g. DistServe's runs)")
+    vv.add_argument(
+        "--out", required=True, help="output folder (validation.csv, chart, page, fitted profile)"
+    )
     vv.add_argument(
         "--docs", default=None, help="also write the page here (and its chart beside it)"
     )
     vv.set_defaults(func=_cmd_validate_vllm)
+
+    rv = subparsers.add_parser(
+        "replay-vllm",
+        help="replay your own `vllm bench serve` result and compare every metric",
+        description=(
+            "Read RESULT.json (written by `vllm bench serve --save-result --save-detailed`), "
+            "replay exactly its requests (send times, prompt and output lengths) through "
+            "pagesim with your server's settings (--server-args: vLLM's own flags; --set for "
+            "any other RunSpec key), and write validation.csv, replay.md (every vllm bench "
+            "serve metric measured beside pagesim's, with the error), replay.png and "
+            "pagesim's run as a vllm bench serve result (pagesim_vllm_bench.json)."
+        ),
+        epilog=(
+            "example:\n  pagesim replay-vllm result.json --model llama-2-7b --gpu a100-80gb "
+            "--profile a100-80gb-vidur \\\n      --server-args '--max-num-seqs 256 "
+            "--max-num-batched-tokens 8192 --gpu-memory-utilization 0.9' --out out/replay\n"
+        ),
+        formatter_class=fmt,
+    )
+    rv.add_argument("result", help="a vllm bench serve result saved with --save-detailed")
+    rv.add_argument("--model", required=True, help="the model served (a pagesim model name)")
+    rv.add_argument("--gpu", required=True, help="the GPU it ran on (a pagesim GPU name)")
+    rv.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
+    rv.add_argument("--scheduler", default="vllm", help="scheduler kind (default vllm)")
+    rv.add_argument(
+        "--server-args", default="", help="the vLLM server's flags, quoted as one string"
+    )
+    rv.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="any other RunSpec key"
+    )
+    rv.add_argument("--out", required=True, help="output folder")
+    rv.set_defaults(func=_cmd_replay_vllm)
 
     cs = subparsers.add_parser(
         "crosscheck-splitwise",

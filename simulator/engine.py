@@ -2,7 +2,8 @@
 
 Scenario::
 
-    arrivals:  at each request's arrival_s, add it to the waiting queue; wake the engine
+    arrivals:  at each request's arrival_s (plus the serving path's front-end delay, if
+               any), add it to the waiting queue; wake the engine
     engine:    loop
                    step = scheduler.schedule(now)      # a Step record: plan, memory, counts
                    if its plan is empty: idle until the next arrival (never polls)
@@ -80,8 +81,12 @@ class Engine:
         decode_time_fn: Callable[..., Callable[[int, int, int], float]] | None = None,
         max_sim_time_s: float | None = None,
         check_invariants: bool = False,
+        arrival_delay_s: float = 0.0,
     ):
         self.env = env
+        #: how long after its arrival a request reaches the scheduler (a serving path's
+        #: front-end delay; its latencies still count from the arrival)
+        self.arrival_delay_s = arrival_delay_s
         self.scheduler = scheduler
         self.step_time_s = step_time_s
         #: ``CostModel.decode_time_fn``: a pure decode step's time from its totals
@@ -112,10 +117,12 @@ class Engine:
 
     def _arrivals(self, groups: Iterator[SequenceGroup]):
         env, add = self.env, self.scheduler.add
+        front = self.arrival_delay_s
         now = env.now
         for group in groups:
-            if group.arrival_s > now:
-                delay = group.arrival_s - now
+            at = group.arrival_s + front
+            if at > now:
+                delay = at - now
                 self.next_arrival_s = now + delay
                 yield UrgentTimeout(env, delay)
                 now = env.now

@@ -158,3 +158,110 @@ def kv_pool(
         model=model,
         gpu=gpu,
     )
+
+
+#: What CUDA reports as a GPU's total memory (``torch.cuda.get_device_properties().total_memory``),
+#: which vLLM v0.2 multiplies by ``gpu_memory_utilization``; less than the datasheet's.
+#: A100-SXM4-80GB: 84,987,740,160 B (81,051 MiB), as NVIDIA's deviceQuery prints it (driver
+#: and runtime 12.2; another driver reports 85,100,068,864 B, 0.13% more).
+CUDA_TOTAL_MEMORY_BYTES = {"a100-80gb": 84_987_740_160}
+
+
+@dataclass(frozen=True)
+class ProfiledPool:
+    """vLLM v0.2's KV pool and the terms of its profiling pass (:func:`vllm_v02_pool`)."""
+
+    total_memory_bytes: int
+    total_memory_source: str
+    usable_bytes: float
+    weight_bytes: int
+    layer_transient_bytes: int
+    sampler_transient_bytes: int
+    peak_bytes: int
+    block_bytes: int
+    num_gpu_blocks: int
+    num_cpu_blocks: int
+
+    def terms(self) -> list[tuple[str, float, str]]:
+        """(term, GiB, what it is) in the order of the formula."""
+        return [
+            ("total memory", self.total_memory_bytes / GIB, self.total_memory_source),
+            ("x gpu_memory_utilization", self.usable_bytes / GIB, "what vLLM may use"),
+            ("weights", self.weight_bytes / GIB, "the model's parameters, fp16"),
+            ("largest layer transient", self.layer_transient_bytes / GIB,
+             "one decoder layer's live tensors over the profiling tokens"),
+            ("sampler transient", self.sampler_transient_bytes / GIB,
+             "the top-p/top-k sort over max_num_seqs x vocabulary, plus the last hidden states"),
+            ("peak (max_memory_allocated)", self.peak_bytes / GIB,
+             "weights + the larger transient"),
+            ("KV cache", (self.num_gpu_blocks * self.block_bytes) / GIB,
+             f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B"),
+        ]
+
+
+def vllm_v02_pool(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    block_size: int,
+    swap_space_gib: float,
+) -> ProfiledPool:
+    """The KV pool vLLM v0.2.3 gives itself (``Worker.profile_num_available_blocks``)::
+
+        num_gpu_blocks = (total_memory x gpu_memory_utilization - peak) // block_bytes
+        num_cpu_blocks = swap_space_bytes // block_bytes
+
+    ``peak`` is ``torch.cuda.max_memory_allocated()`` after a profiling forward pass of
+    ``max_num_seqs`` dummy prompts of ``max_num_batched_tokens // max_num_seqs`` tokens
+    each, sampled with ``top_p = 0.99, top_k = vocabulary - 1`` (``ModelRunner.profile_run``),
+    estimated here as the weights plus the larger of two transients (T tokens, N = max_num_seqs
+    rows, V vocabulary, h hidden, f FFN width; OPT's layer, v0.2.3's ``sampler.py``):
+
+    - a layer: the residual, fc1's output and the ReLU's output, ``T (h + 2 f)`` fp16
+      values (the attention block's ``T (2 h + 3 h + h)`` when larger);
+    - the sampler: at the sort's peak, the logits, their sorted copy, probabilities and
+      their running sum (fp16), the sort's int64 indices and two boolean masks alive
+      (``18 N V`` bytes), and ``argsort`` of the int64 indices (its sorted keys, its
+      output indices, the original positions and the sort's alternate buffers: four int64
+      arrays, ``32 N V`` bytes), plus the last layer's hidden states (``2 T h``).
+
+    The CUDA context and what the allocator caches but has not allocated are not in
+    ``max_memory_allocated``, as they are not in v0.2.3's formula. Only OPT's layer
+    shape is modelled (the model this applies to); other architectures raise.
+    """
+    if model.arch != "opt":
+        raise ConfigError(f"vLLM v0.2's profiling pass is modelled for OPT models, not {model.name!r}")
+    total = CUDA_TOTAL_MEMORY_BYTES.get(gpu.name)
+    source = "as CUDA reports it (deviceQuery)" if total is not None else "the datasheet's (CUDA's figure unknown)"
+    total = total if total is not None else int(gpu.memory_bytes)
+    dt = model.dtype_bytes
+    h, f, v = model.hidden_size, model.ffn_size, model.vocab_size
+    tokens = max_num_seqs * (max_num_batched_tokens // max_num_seqs)
+    rows = max_num_seqs
+    layer = tokens * max(h + 2 * f, 6 * h) * dt
+    sampler = rows * v * (18 + 32) + tokens * h * dt
+    weights = int(model.weight_bytes)
+    peak = weights + max(layer, sampler)
+    block_bytes = block_size * kv_bytes_per_token_overall(model, 1)
+    usable = total * gpu_memory_utilization
+    blocks = int((usable - peak) // block_bytes)
+    if blocks < 1:
+        raise ConfigError(
+            f"vLLM v0.2's profiling pass leaves no KV cache: {usable / GIB:.2f} GiB usable, "
+            f"peak {peak / GIB:.2f} GiB"
+        )
+    return ProfiledPool(
+        total_memory_bytes=total,
+        total_memory_source=source,
+        usable_bytes=usable,
+        weight_bytes=weights,
+        layer_transient_bytes=layer,
+        sampler_transient_bytes=sampler,
+        peak_bytes=peak,
+        block_bytes=block_bytes,
+        num_gpu_blocks=blocks,
+        num_cpu_blocks=int(swap_space_gib * GIB) // block_bytes,
+    )

@@ -90,6 +90,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         scheduler,
         cost_model.step_time_s,
         decode_time_fn=cost_model.decode_time_fn,
+        arrival_delay_s=getattr(cost_model, "arrival_delay_s", 0.0),
         sample_interval_s=spec.metrics.sample_interval_s,
         every_step=spec.metrics.every_step,
         max_sim_time_s=spec.max_sim_time_s,
@@ -124,6 +125,7 @@ def run_engine(
     step_time_s,
     *,
     decode_time_fn=None,
+    arrival_delay_s: float = 0.0,
     sample_interval_s: float = 1.0,
     every_step: bool = False,
     max_sim_time_s: float | None = None,
@@ -168,6 +170,7 @@ def run_engine(
         decode_time_fn=decode_time_fn,
         max_sim_time_s=max_sim_time_s,
         check_invariants=check_invariants,
+        arrival_delay_s=arrival_delay_s,
     )
     if max_sim_time_s is None:
         with _cyclic_gc_paused():

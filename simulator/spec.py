@@ -97,6 +97,12 @@ class SchedulerSpec(_Spec):
     i-th candidate continues the i-th beam, otherwise its parent is drawn uniformly among
     the current beams. 0 (the default) is the uniform draw; the larger it is, the longer
     beams stay apart and the less they share.
+
+    ``prefill_padding`` and ``max_paddings`` (``vllm`` only) are vLLM v0.2's prefill rule
+    (``schedulers/vllm.py``): a prefill batch is padded to its longest prompt, its tokens
+    count as prompts x longest in the budget, and its padding (those tokens less the
+    prompts' own) may not exceed ``max_paddings`` (v0.2's ``--max-paddings``, default 256;
+    None: no cap). Off by default (vLLM v0.3 and later pack prompts without padding).
     """
 
     kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
@@ -108,6 +114,22 @@ class SchedulerSpec(_Spec):
     max_batch_size: int | None = Field(default=None, ge=1)
     admission: Literal["default", "artifact"] = "default"
     beam_keep_prob: float = Field(default=0.0, ge=0, le=1)
+    prefill_padding: bool = False
+    max_paddings: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _check_padding(self) -> SchedulerSpec:
+        if self.max_paddings is not None and not self.prefill_padding:
+            raise ValueError(
+                "scheduler.max_paddings caps the padding of prefill batches: it needs "
+                "scheduler.prefill_padding: true"
+            )
+        if self.prefill_padding and self.kind != "vllm":
+            raise ValueError(
+                f"scheduler.prefill_padding is a rule of vLLM v0.2's scheduler (kind 'vllm'), "
+                f"not of {self.kind!r}"
+            )
+        return self
 
 
 class SloSpec(_Spec):

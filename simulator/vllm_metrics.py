@@ -176,3 +176,51 @@ def vllm_summary(
     )
     assert tuple(out) == vllm_metric_columns(spec), "vLLM columns drifted"
     return out
+
+
+def vllm_bench_result(result, spec: MetricsSpec, *, label: str = "pagesim") -> dict:
+    """A run in the format of ``vllm bench serve --save-result --save-detailed``'s JSON.
+
+    The keys and definitions are vLLM's (``vllm/benchmarks/serve.py``): ``duration``,
+    ``completed``, ``failed``, ``total_input_tokens``, ``total_output_tokens``, the
+    throughputs, ``max_concurrent_requests``, ``mean/median/std/p<q>_{ttft,tpot,itl,e2el}_ms``
+    and, per request in arrival order, ``input_lens``, ``output_lens``, ``ttfts`` (s),
+    ``start_times`` (the send times, s) and ``errors`` ("" for a completed request, else
+    why not). ``itls`` (each request's token gaps) is not written: the engine keeps the
+    gaps pooled for the ITL statistics, not per request (``pagesim_notes`` says so).
+    No date (a run is a pure function of its spec). Values that are NaN (no data)
+    are written as null.
+    """
+    req = result.requests.sort_values("arrival_s", kind="stable")
+    done = req["status"] == FINISHED
+    summary = result.summary
+
+    def num(key: str):
+        v = summary.get(key, math.nan)
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+    doc: dict = {
+        "backend": "pagesim",
+        "label": label,
+        "num_prompts": int(len(req)),
+        "duration": float(result.extra.get("makespan_s", math.nan)),
+        "completed": int(done.sum()),
+        "failed": int((~done).sum()),
+        "total_input_tokens": int(req.loc[done, "prompt_len"].sum()),
+        "total_output_tokens": int((req.loc[done, "output_len"] * req.loc[done, "n"]).sum()),
+    }
+    for key in sorted((k for k in summary if is_vllm_column(k)), key=vllm_column_order):
+        doc[key] = num(key)
+    ttft = req["ttft_s"].to_numpy(dtype=np.float64)
+    doc |= {
+        "input_lens": [int(x) for x in req["prompt_len"]],
+        "output_lens": [int(x) if ok else 0 for x, ok in zip(req["output_len"], done, strict=True)],
+        "ttfts": [float(x) if ok and np.isfinite(x) else 0.0 for x, ok in zip(ttft, done, strict=True)],
+        "start_times": [float(x) for x in req["arrival_s"]],
+        "errors": ["" if ok else str(r or "not finished") for ok, r in zip(done, req["reason"], strict=True)],
+        "pagesim_notes": (
+            "simulated by pagesim; 'itls' (per-request token gaps) is not written: the ITL "
+            "statistics above pool every gap of the run"
+        ),
+    }
+    return doc

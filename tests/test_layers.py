@@ -1,8 +1,10 @@
 """The import graph follows the layers: workloads, allocators -> simulator -> experiments.
 
-calibrate may import simulator.costmodel (the profile schema it writes) and nothing
-else of the simulator; the simulator never imports calibrate, CuPy or torch; nothing
-imports experiments except the CLI.
+calibrate may import simulator.costmodel (the profile schema it writes), the specs and
+the plan (the serving fit prices reconstructed steps) and nothing else of the simulator,
+and workloads (the measured records it fits on); the simulator never imports calibrate,
+CuPy or torch; experiments (validation) may import calibrate; nothing imports
+experiments except the CLI.
 """
 
 from __future__ import annotations
@@ -21,8 +23,15 @@ ALLOWED = {
     "workloads": {"pagesim", "workloads"},
     "allocators": {"pagesim", "allocators"},
     "simulator": {"pagesim", "workloads", "allocators", "simulator"},
-    "calibrate": {"pagesim", "calibrate", "simulator.costmodel", "simulator.specs"},
-    "experiments": {"pagesim", "workloads", "allocators", "simulator", "experiments"},
+    "calibrate": {
+        "pagesim",
+        "calibrate",
+        "workloads",
+        "simulator.costmodel",
+        "simulator.specs",
+        "simulator.plan",
+    },
+    "experiments": {"pagesim", "workloads", "allocators", "simulator", "calibrate", "experiments"},
 }
 FORBIDDEN_THIRD_PARTY = {
     "workloads": {"cupy", "torch", "simpy"},

@@ -13,7 +13,8 @@ A profile whose ``gpu_spec`` is not ``hardware.gpu`` is projected onto it
 (:func:`project_profile`); a profile lacking some term gets that term from the
 analytic profile of the target GPU; terms a profile itself marks as projected (their
 ``origin``, e.g. an H100 profile whose attention was projected from A100 timings) are
-named. A profile with iteration-level terms (``prefill_iteration``, ``decode_iteration``)
+named. A profile with a ``serving`` section adds its serving path to every step and its
+front-end delay to every request (:class:`~.serving.ServingCostModel`). A profile with iteration-level terms (``prefill_iteration``, ``decode_iteration``)
 gives an :class:`~.iteration.IterationCostModel`. All of it is said in ``CostModel.description``, which run summaries print, so
 nothing about the timing source is hidden.
 """
@@ -34,6 +35,7 @@ from pagesim.simulator.costmodel.iteration import (
 from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
 from pagesim.simulator.costmodel.profile import Profile, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
+from pagesim.simulator.costmodel.serving import ServingCostModel
 from pagesim.simulator.specs import GPUS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -74,18 +76,34 @@ def resolve_profile(name_or_path: str | None, gpu: GPUSpec) -> Profile:
     return load_profile(path)
 
 
-def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> CostModel:
-    """The cost model of ``model`` on ``hardware.tensor_parallel`` x ``gpu`` under ``hardware.profile``."""
-    profile = resolve_profile(hardware.profile, gpu)
-    if hardware.profile is None:
+def make_cost_model(
+    hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec
+) -> CostModel | ServingCostModel:
+    """The cost model of ``model`` on ``hardware.tensor_parallel`` x ``gpu`` under
+    ``hardware.profile`` (with its serving path, when the profile has one)."""
+    return cost_model_for(hardware.profile, model, gpu, tensor_parallel=hardware.tensor_parallel)
+
+
+def cost_model_for(
+    profile_ref: str | None,
+    model: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    tensor_parallel: int = 1,
+    with_serving: bool = True,
+) -> CostModel | ServingCostModel:
+    """:func:`make_cost_model` from its parts: ``profile_ref`` as ``hardware.profile``;
+    ``with_serving`` False leaves out the profile's serving path (the kernels alone)."""
+    profile = resolve_profile(profile_ref, gpu)
+    if profile_ref is None:
         parts = [f"analytic (roofline) profile of {gpu.name}"]
     else:
-        parts = [f"{profile.kind} profile of {profile.gpu_name} ({hardware.profile})"]
+        parts = [f"{profile.kind} profile of {profile.gpu_name} ({profile_ref})"]
         if profile.projected_terms:
             parts.append(
                 f"terms {profile.projected_terms} projected from another GPU (see its origin)"
             )
-    source = hardware.profile or "analytic"
+    source = profile_ref or "analytic"
     if profile.gpu_spec != gpu.name:
         if profile.gpu_spec not in GPUS:
             raise ConfigError(
@@ -107,22 +125,17 @@ def make_cost_model(hardware: HardwareSpec, model: ModelSpec, gpu: GPUSpec) -> C
             )
         else:
             parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
-    if hardware.tensor_parallel > 1 and not is_iteration:
-        parts.append(f"TP {hardware.tensor_parallel} with analytic NVLink all-reduces")
-    if is_iteration:
-        if hardware.tensor_parallel > 1:
-            parts.append(f"TP {hardware.tensor_parallel} (all-reduces inside the fitted steps)")
-        return IterationCostModel(
-            model,
-            gpu,
-            profile,
-            tensor_parallel=hardware.tensor_parallel,
-            description="; ".join(parts),
-        )
-    return CostModel(
+    if tensor_parallel > 1 and not is_iteration:
+        parts.append(f"TP {tensor_parallel} with analytic NVLink all-reduces")
+    if is_iteration and tensor_parallel > 1:
+        parts.append(f"TP {tensor_parallel} (all-reduces inside the fitted steps)")
+    kernels = (IterationCostModel if is_iteration else CostModel)(
         model,
         gpu,
         profile,
-        tensor_parallel=hardware.tensor_parallel,
+        tensor_parallel=tensor_parallel,
         description="; ".join(parts),
     )
+    if profile.serving is None or not with_serving:
+        return kernels
+    return ServingCostModel(kernels, profile.serving)

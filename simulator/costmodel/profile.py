@@ -23,6 +23,11 @@ A profile is YAML::
         origin: ...           # optional: where this term comes from, when not from the profile's
                               # own measurements (e.g. "projected from a100-80gb by HBM ratio")
       ...
+    serving:                  # optional: the serving path outside the kernels (.serving)
+      form: seq_ctx
+      coefficients: {const_s: 2.1e-3, s_per_seq: 3.0e-4, s_per_context_token: 4.0e-7}
+      frontend_delay_s: 0.012
+      ...
 
 Kinds: ``measured`` = timed by ``pagesim calibrate`` on this GPU; ``external`` = fitted by
 ``pagesim calibrate import`` on timings others measured on real GPUs (never labelled
@@ -55,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from pagesim.errors import ConfigError
+from pagesim.simulator.costmodel.serving import ServingPath, serving_from_dict
 
 SCHEMA_VERSION = 1
 
@@ -136,6 +142,8 @@ class Profile:
     notes: str = ""
     sources: tuple[dict[str, str], ...] = ()
     schema_version: int = SCHEMA_VERSION
+    #: the serving path outside the kernels (None: the kernels' time only)
+    serving: ServingPath | None = None
 
     def term(self, name: str) -> Term:
         try:
@@ -179,6 +187,8 @@ class Profile:
         }
         if self.sources:
             doc["sources"] = [dict(src) for src in self.sources]
+        if self.serving is not None:
+            doc["serving"] = self.serving.to_dict()
         return doc
 
     def save(self, path: str | Path) -> Path:
@@ -212,6 +222,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         "notes",
         "sources",
         "terms",
+        "serving",
     }
     unknown = sorted(set(doc) - allowed)
     if unknown:
@@ -291,6 +302,7 @@ def profile_from_dict(doc: Any, source: str = "<profile>") -> Profile:
         dtype=str(doc.get("dtype", "float16")),
         notes=str(doc.get("notes", "")),
         sources=_sources(doc.get("sources", []), fail),
+        serving=None if doc.get("serving") is None else serving_from_dict(doc["serving"], fail),
     )
 
 

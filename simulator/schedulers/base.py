@@ -456,7 +456,7 @@ class Scheduler(BeamSteps):
                 cached = self._prefill_cached.pop(group.group_id, 0)
                 hits += cached
                 pre.add(ctx - cached, ctx)
-            prefill = (pre.num_seqs, pre.num_tokens, pre.context_sum, pre.scores)
+            prefill = self._prefill_totals(pre)
         else:
             prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
@@ -481,6 +481,12 @@ class Scheduler(BeamSteps):
             is_blocked,
             hits,
         )
+
+    def _prefill_totals(self, pre: Prefill) -> tuple[int, int, int, float]:
+        """The plan's prefill fields for the prompts admitted in this schedule() (``pre``:
+        their sums); a scheduler whose prefill computes more (vLLM v0.2's padding)
+        overrides it."""
+        return (pre.num_seqs, pre.num_tokens, pre.context_sum, pre.scores)
 
     def _append_slots(self, group: SequenceGroup) -> None:
         for seq_id in group.seq_ids:

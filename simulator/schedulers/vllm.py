@@ -17,6 +17,14 @@ Scenario: FCFS; a step is all-prefill or all-decode.
      pinned``; the paper's prototype, whose prefixed request's prompt is its own tokens
      only); ``max_model_len`` counts them all.
 
+   With ``prefill_padding`` (vLLM v0.2, ``vllm/core/scheduler.py``,
+   ``Scheduler._schedule``; off by default, as in v0.3 and later), a prefill batch is
+   padded to its longest prompt: after the allocator's answer, the scan stops when
+   ``prompts x longest`` (with this one) would exceed ``max_num_batched_tokens``, then
+   at ``max_num_seqs``, then when the padding (``prompts x longest`` less the prompts'
+   own tokens) would exceed ``max_paddings``; the step computes the padded tokens
+   (``_prefill_totals``).
+
    If any group was admitted the step is a prefill step of exactly those groups.
 2. Otherwise a decode step. Running groups are visited in FCFS order; while a group
    cannot get one more slot per sequence, the group at the *tail* of running (latest
@@ -56,6 +64,7 @@ from mypy_extensions import mypyc_attr
 
 from pagesim.allocators.status import AllocStatus
 from pagesim.errors import InvariantError
+from pagesim.simulator.plan import Prefill
 from pagesim.simulator.request import SWAPPED, WAITING, SequenceGroup
 from pagesim.simulator.schedulers.base import Scheduler, by_arrival
 from pagesim.simulator.schedulers.step import Step
@@ -101,6 +110,10 @@ class VllmScheduler(Scheduler):
 
     def _init_state(self) -> None:
         super()._init_state()
+        #: vLLM v0.2's prefill rule (module docstring, 1.)
+        self._prefill_padding = self.spec.prefill_padding
+        max_paddings = self.spec.max_paddings
+        self._max_paddings = (1 << 62) if max_paddings is None else max_paddings
         #: (head, ``_num_frees``, its tokens) when the allocator last answered it LATER
         self._blocked_head: tuple[SequenceGroup, int, int] | None = None
         #: (head, clock ticks, ``_num_frees``, verdict, tokens) checked after the last
@@ -188,6 +201,8 @@ class VllmScheduler(Scheduler):
         budget = self.max_num_batched_tokens
         prompt_limit = min(self.max_model_len, budget)
         admitted: list[SequenceGroup] = []
+        padding = self._prefill_padding
+        longest = padded_longest = padded = 0
         while self.waiting:
             group = self.waiting[0]
             if self._holds_back(group):
@@ -213,15 +228,38 @@ class VllmScheduler(Scheduler):
                     never_fits_reason(group.num_prefill_tokens, self.allocator.capacity_slots),
                 )
                 continue
-            if num_batched_tokens + num_new > budget:
+            if padding:
+                # v0.2: the batch is padded to its longest prompt
+                padded_longest = num_new if num_new > longest else longest
+                padded = (len(admitted) + 1) * padded_longest
+                if padded > budget:
+                    break
+            elif num_batched_tokens + num_new > budget:
                 break
             if not self._cap_allows(group):
+                break
+            if padding and padded - (num_batched_tokens + num_new) > self._max_paddings:
                 break
             self.waiting.popleft()
             self._allocate(group)
             admitted.append(group)
             num_batched_tokens += num_new
+            if padding:
+                longest = padded_longest
         return admitted, False
+
+    def _prefill_totals(self, pre: Prefill) -> tuple[int, int, int, float]:
+        """With ``prefill_padding`` (v0.2), the batch computes every prompt at the longest
+        one's length: the GEMMs, the KV writes and the attention run over the padded
+        ``num_prompts x longest`` tokens (v0.2.3's ``ModelRunner._prepare_prompt`` pads
+        the input to the longest prompt; xformers attends over each padded prompt)."""
+        if not self._prefill_padding or pre.num_seqs < 2:
+            return super()._prefill_totals(pre)
+        longest = max(g.num_prefill_tokens for g in self._prefilled)
+        padded = Prefill()
+        for _ in range(pre.num_seqs):
+            padded.add(longest, longest)
+        return (padded.num_seqs, padded.num_tokens, padded.context_sum, padded.scores)
 
     def _head_verdict(self, group: SequenceGroup) -> tuple[object, int]:
         """What admission decides for ``group`` at the head of ``waiting``, without

@@ -19,7 +19,7 @@ EXPECTED = {
     "shared_prefix", "chatbot", "block_size_sweep", "swap_vs_recompute", "watermark_sweep",
     "azure_replay", "paper_fig2", "paper_fig12_sharegpt", "paper_fig12_alpaca", "paper_fig14a",
     "paper_fig14b", "paper_fig16", "paper_fig17", "paper_fig18b", "paper_fig19", "paper_fig13",
-    "paper_fig15",
+    "paper_fig15", "paper_fig12_sharegpt_serving", "paper_fig13_serving",
 }  # fmt: skip
 _SHAREGPT_PAPER = ("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))
 _ALPACA_5000 = ("alpaca-5000", ("alpaca", "alpaca_5000.json"))
@@ -29,6 +29,8 @@ EXTERNAL = {
     "paper_fig2": [_SHAREGPT_PAPER],
     "paper_fig12_sharegpt": [_SHAREGPT_PAPER],
     "paper_fig13": [_SHAREGPT_PAPER],
+    "paper_fig12_sharegpt_serving": [_SHAREGPT_PAPER],
+    "paper_fig13_serving": [_SHAREGPT_PAPER],
     "paper_fig19": [_SHAREGPT_PAPER],
     **{name: [_ALPACA_5000] for name in
        ("paper_fig12_alpaca", "paper_fig14a", "paper_fig14b", "paper_fig15", "paper_fig16",

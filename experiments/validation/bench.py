@@ -1,0 +1,221 @@
+"""``pagesim replay-vllm``: your own server's ``vllm bench serve`` result, replayed and compared.
+
+Scenario: you ran ``vllm bench serve ... --save-result --save-detailed`` against your
+server. The command reads that JSON (:func:`~pagesim.workloads.record_readers.
+read_vllm_bench_json`: each request's send time, prompt and output lengths, TTFT and
+token gaps), replays exactly those requests through pagesim with the settings your server
+ran with (``--server-args``, vLLM's own flags, mapped by :data:`SERVER_ARGS`; ``--set``
+for anything else), and writes:
+
+- ``validation.csv`` (:mod:`.vcsv`, the format of every validation: your run is one more
+  dataset, role ``held_out``: nothing is fitted on it);
+- ``replay.md``: every ``vllm bench serve`` metric (request and token throughputs, mean /
+  median / p99 of TTFT, TPOT, ITL and E2EL) measured beside pagesim's, with the error,
+  and the settings replayed;
+- ``replay.png``: the per-request distributions (TTFT, TPOT, E2E) measured and replayed;
+- ``pagesim_vllm_bench.json``: pagesim's run in ``vllm bench serve``'s result format
+  (:func:`~pagesim.simulator.vllm_metrics.vllm_bench_result`), to diff or plot with the
+  tools you already use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pagesim.errors import ConfigError
+
+#: vLLM engine flag -> (RunSpec path, type); ``--num-gpu-blocks-override`` sets the pool
+SERVER_ARGS: dict[str, tuple[str, type]] = {
+    "--max-num-seqs": ("scheduler.max_num_seqs", int),
+    "--max-num-batched-tokens": ("scheduler.max_num_batched_tokens", int),
+    "--block-size": ("allocator.block_size", int),
+    "--gpu-memory-utilization": ("hardware.gpu_memory_utilization", float),
+    "--swap-space": ("allocator.swap_space_gib", float),
+    "--tensor-parallel-size": ("hardware.tensor_parallel", int),
+    "-tp": ("hardware.tensor_parallel", int),
+    "--max-model-len": ("max_model_len", int),
+    "--num-gpu-blocks-override": ("hardware.kv_blocks", int),
+    "--max-paddings": ("scheduler.max_paddings", int),
+}
+#: vLLM boolean flags -> (RunSpec path, value)
+SERVER_FLAGS: dict[str, tuple[str, Any]] = {
+    "--enable-prefix-caching": ("allocator.prefix_caching", True),
+    "--no-enable-prefix-caching": ("allocator.prefix_caching", False),
+}
+DATASET = "vllm-bench-serve"
+PAGE_NAME = "replay.md"
+CHART_NAME = "replay.png"
+JSON_NAME = "pagesim_vllm_bench.json"
+
+
+def server_settings(server_args: str) -> dict[str, Any]:
+    """``--server-args`` (vLLM's flags, as one string) as RunSpec paths and values."""
+    parser = argparse.ArgumentParser(prog="--server-args", add_help=False, exit_on_error=False)
+    for flag, (_, kind) in SERVER_ARGS.items():
+        parser.add_argument(flag, type=kind, dest=flag)
+    for flag in SERVER_FLAGS:
+        parser.add_argument(flag, action="store_true", dest=flag)
+    try:
+        known, unknown = parser.parse_known_args(shlex.split(server_args))
+    except (argparse.ArgumentError, ValueError) as exc:
+        raise ConfigError(f"--server-args: {exc}") from None
+    if unknown:
+        allowed = ", ".join([*SERVER_ARGS, *SERVER_FLAGS])
+        raise ConfigError(
+            f"--server-args: {unknown[0]!r} is not a flag pagesim replays; known: {allowed} "
+            "(set anything else with --set KEY=VALUE)"
+        )
+    out: dict[str, Any] = {}
+    for flag, value in vars(known).items():
+        if flag in SERVER_FLAGS:
+            if value:
+                path, setting = SERVER_FLAGS[flag]
+                out[path] = setting
+        elif value is not None:
+            out[SERVER_ARGS[flag][0]] = value
+    if "scheduler.max_paddings" in out:
+        out["scheduler.prefill_padding"] = True
+    return out
+
+
+def replay_doc(
+    *, model: str, gpu: str, profile: str | None, scheduler: str, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The RunSpec document of the replay (dotted settings applied last)."""
+    from pagesim.experiments.paths import apply_overrides
+
+    doc: dict[str, Any] = {
+        "hardware": {"model": model, "gpu": gpu, "profile": profile},
+        "scheduler": {"kind": scheduler},
+        "allocator": {"kind": "paged"},
+        "metrics": {"percentiles": [50.0, 90.0, 99.0]},
+    }
+    blocks = settings.pop("hardware.kv_blocks", None)
+    doc = apply_overrides(doc, settings)
+    if blocks is not None:
+        block = doc.get("allocator", {}).get("block_size", 16)
+        doc["hardware"]["kv_slots"] = int(blocks) * int(block)
+    if "max_model_len" not in doc:
+        doc["max_model_len"] = 1 << 20  # the replay must not refuse what the server served
+    return doc
+
+
+def metric_table(measured: dict[str, float], predicted: dict[str, float]) -> pd.DataFrame:
+    """Every ``vllm bench serve`` metric in both, with the error."""
+    keys = [k for k in predicted if k in measured and isinstance(measured[k], int | float)]
+    rows = []
+    for key in keys:
+        m, p = float(measured[key]), float(predicted[key])
+        rows.append({"metric": key, "measured": m, "pagesim": p, "error": p / m - 1 if m else np.nan})
+    return pd.DataFrame(rows)
+
+
+def replay_vllm(
+    result_json: str | Path,
+    out_dir: str | Path,
+    *,
+    model: str,
+    gpu: str,
+    profile: str | None = None,
+    scheduler: str = "vllm",
+    server_args: str = "",
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Replay a ``vllm bench serve`` result (module docstring); the files written."""
+    import json
+
+    from pagesim.experiments.validation import vcsv
+    from pagesim.simulator import simulate
+    from pagesim.simulator.spec import run_spec_from_dict
+    from pagesim.simulator.vllm_metrics import vllm_bench_result
+    from pagesim.workloads.record_readers import read_vllm_bench_json
+
+    path = Path(result_json)
+    run = read_vllm_bench_json(path, DATASET)
+    raw = json.loads(path.read_text())
+    settings = {**server_settings(server_args), **(overrides or {})}
+    doc = replay_doc(model=model, gpu=gpu, profile=profile, scheduler=scheduler, settings=settings)
+    spec = run_spec_from_dict(doc, "replay-vllm settings")
+    result = simulate(spec, trace=run.trace())
+    req = result.requests
+    cost_name = profile or "analytic"
+    measured = run.latencies()
+    rows: list[dict] = []
+    for metric in vcsv.METRICS:
+        rows += vcsv.rows(
+            dataset=DATASET,
+            run=run.name,
+            rate=run.rate_req_s,
+            launch="given",
+            role="held_out",
+            cost_model=cost_name,
+            headline=True,
+            metric=metric,
+            predicted_s=req[f"{metric}_s"].to_numpy(dtype=float),
+            measured_s=measured[f"{metric}_s"].to_numpy(dtype=float),
+        )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = vcsv.frame(rows)
+    written = {"csv": vcsv.write(table, out_dir)}
+    sim_json = vllm_bench_result(result, spec.metrics, label="pagesim replay")
+    written["json"] = out_dir / JSON_NAME
+    written["json"].write_text(json.dumps(sim_json, indent=1))
+    metrics = metric_table(raw, sim_json)
+    written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name)
+    lines = [
+        f"# Replay of {path.name}",
+        "",
+        f"{run.num_requests} requests at {run.rate_req_s:g} req/s "
+        f"({raw.get('model_id', 'model not named')}, {raw.get('backend', 'backend not named')}), "
+        f"replayed by pagesim as `{model}` on `{gpu}`, scheduler `{scheduler}`, cost model "
+        f"{result.notes.get('cost_model_description', cost_name)}. Nothing is fitted on this run.",
+        "",
+        "Settings replayed: "
+        + (", ".join(f"`{k}: {v}`" for k, v in sorted(settings.items())) or "pagesim's defaults")
+        + ".",
+    ]
+    if "arrivals" in run.meta:
+        lines += ["", f"Send times: {run.meta['arrivals']}."]
+    lines += [
+        "",
+        f"![measured and replayed]({CHART_NAME})",
+        "",
+        "## vllm bench serve's metrics",
+        "",
+        "| metric | measured | pagesim | error |",
+        "|---|---|---|---|",
+    ]
+    for r in metrics.to_dict("records"):
+        lines.append(f"| {r['metric']} | {r['measured']:.4g} | {r['pagesim']:.4g} | {r['error']:+.1%} |")
+    lines += ["", f"Per-request statistics are in `{vcsv.FILE_NAME}`; pagesim's run as a "
+              f"`vllm bench serve` result in `{JSON_NAME}`.", ""]
+    written["page"] = out_dir / PAGE_NAME
+    written["page"].write_text("\n".join(lines))
+    return written
+
+
+def _chart(measured: pd.DataFrame, replayed: pd.DataFrame, path: Path, title: str) -> Path:
+    """Per-request CDFs of TTFT, TPOT and E2E: measured (black) and replayed (blue)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 3.6))
+    for ax, metric in zip(fig.subplots(1, 3), ("ttft", "tpot", "e2e"), strict=True):
+        for frame, color, label in ((measured, "k", "measured"), (replayed, "tab:blue", "pagesim")):
+            v = np.sort(frame[f"{metric}_s"].dropna().to_numpy(dtype=float) * 1e3)
+            ax.plot(v, np.arange(1, len(v) + 1) / max(len(v), 1), color=color, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{metric.upper()} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.grid(True, alpha=0.3)
+    fig.axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path

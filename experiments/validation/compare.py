@@ -1,0 +1,90 @@
+"""Comparing replays with the records: the rows of ``validation.csv``, saturation rates, goals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pagesim.experiments.validation import vcsv
+from pagesim.experiments.validation.replay import Replay
+from pagesim.experiments.validation.study import Study, ValidationRun
+
+
+def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep: Replay) -> list[dict]:
+    """The replay's TTFT, TPOT, E2E statistics against the run's."""
+    measured = vrun.run.latencies()
+    headline = cost_name == study.headline.name
+    out = []
+    for metric in vcsv.METRICS:
+        out += vcsv.rows(
+            dataset=study.dataset,
+            run=vrun.name,
+            rate=vrun.rate,
+            launch=vrun.launch,
+            role=vrun.role,
+            cost_model=cost_name,
+            headline=headline,
+            metric=metric,
+            predicted_s=rep.requests[f"{metric}_s"].to_numpy(dtype=float),
+            measured_s=measured[f"{metric}_s"].to_numpy(dtype=float),
+        )
+    return out
+
+
+def saturation_rate(rates: np.ndarray, ttft_p50_s: np.ndarray, threshold_s: float) -> float:
+    """Where TTFT p50 first crosses ``threshold_s``, linearly interpolated between the
+    runs' rates (runs at one rate averaged first); inf if it never does, the lowest rate
+    if it already does there."""
+    per_rate = pd.Series(np.asarray(ttft_p50_s, dtype=float)).groupby(np.asarray(rates)).mean()
+    r, t = per_rate.index.to_numpy(dtype=float), per_rate.to_numpy()
+    above = np.flatnonzero(t >= threshold_s)
+    if len(above) == 0:
+        return float("inf")
+    i = above[0]
+    if i == 0:
+        return float(r[0])
+    frac = (threshold_s - t[i - 1]) / (t[i] - t[i - 1])
+    return float(r[i - 1] + frac * (r[i] - r[i - 1]))
+
+
+def saturation_rates(table: pd.DataFrame, launch: str, threshold_s: float) -> dict[str, float]:
+    """Per source (``measured`` and each cost model), the saturation rate of ``launch``'s runs."""
+    rows = table[
+        (table["launch"] == launch) & (table["metric"] == "ttft") & (table["stat"] == "p50")
+    ]
+    out: dict[str, float] = {}
+    first = rows[rows["cost_model"] == rows["cost_model"].iloc[0]]
+    out["measured"] = saturation_rate(
+        first["rate"].to_numpy(), first["measured_ms"].to_numpy() / 1e3, threshold_s
+    )
+    for cost, sub in rows.groupby("cost_model", sort=False):
+        out[str(cost)] = saturation_rate(
+            sub["rate"].to_numpy(), sub["predicted_ms"].to_numpy() / 1e3, threshold_s
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One target of a validation, and whether it is met."""
+
+    text: str
+    met: bool
+    detail: str
+
+
+def worst(errors: pd.Series) -> float:
+    """The error of largest magnitude (signed)."""
+    e = errors.dropna()
+    return float(e.iloc[int(np.argmax(np.abs(e.to_numpy())))]) if len(e) else float("nan")
+
+
+def within_goal(table: pd.DataFrame, text: str, bound: float, *, label: str = "run") -> Goal:
+    """All errors of ``table``'s rows within ``bound``; the detail lists them."""
+    if table.empty:
+        return Goal(text, False, "no run to check")
+    w = worst(table["error"])
+    detail = ", ".join(f"{r[label]} {r['error']:+.1%}" for r in table.to_dict("records"))
+    return Goal(text, bool(np.all(np.abs(table["error"]) <= bound)), f"worst {w:+.1%} ({detail})")

@@ -1,0 +1,181 @@
+"""The validation page and chart, from ``validation.csv``'s table (any dataset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pagesim.experiments.validation import vcsv
+from pagesim.experiments.validation.compare import Goal
+from pagesim.experiments.validation.study import Study
+
+CHART_NAME = "validation_{dataset}.png"
+
+
+def ms(x: float) -> str:
+    if not np.isfinite(x):
+        return "—"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+
+
+def pct(x: float) -> str:
+    return "—" if not np.isfinite(x) else f"{x:+.1%}"
+
+
+def rate_text(x: float, top: float) -> str:
+    return f"> {top:g} (not within the runs)" if not np.isfinite(x) else f"{x:.2f}"
+
+
+def goal_lines(goals: list[Goal]) -> list[str]:
+    lines = ["| goal | met? | detail |", "|---|---|---|"]
+    for g in goals:
+        lines.append(f"| {g.text} | {'yes' if g.met else '**no**'} | {g.detail} |")
+    return lines
+
+
+def runs_table(study: Study) -> list[str]:
+    lines = [
+        "| run | rate (req/s) | launch | role | requests | evidence |",
+        "|---|---|---|---|---|---|",
+    ]
+    for v in study.runs:
+        lines.append(
+            f"| {v.name} | {v.rate:g} | {v.launch} | {v.role} | {v.run.num_requests} | "
+            f"{v.evidence or '—'} |"
+        )
+    return lines
+
+
+def stats_table(table: pd.DataFrame, metrics: tuple[str, ...] = vcsv.METRICS) -> list[str]:
+    """Per run: measured and each cost model's p50 / p90 / mean of each metric (ms)."""
+    head = " | ".join(f"{m.upper()} {s}" for m in metrics for s in vcsv.STATS)
+    lines = [f"| run | rate | source | {head} |", "|---|---|---|" + "---|" * (len(metrics) * 3)]
+    closed = table[table["metric"].isin(metrics)]
+    for run, sub in closed.groupby("run", sort=False):
+        rate = sub["rate"].iloc[0]
+        first = sub[sub["cost_model"] == sub["cost_model"].iloc[0]].set_index(["metric", "stat"])
+        cells = [ms(first.loc[(m, s), "measured_ms"]) for m in metrics for s in vcsv.STATS]
+        lines.append(f"| {run} | {rate:g} | measured | {' | '.join(cells)} |")
+        for cost, c in sub.groupby("cost_model", sort=False):
+            c = c.set_index(["metric", "stat"])
+            cells = [ms(c.loc[(m, s), "predicted_ms"]) for m in metrics for s in vcsv.STATS]
+            lines.append(f"| {run} | {rate:g} | {cost} | {' | '.join(cells)} |")
+    return lines
+
+
+def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] = vcsv.METRICS) -> list[str]:
+    head = " | ".join(f"{m.upper()} {s}" for m in metrics for s in vcsv.STATS)
+    lines = [
+        f"| run | rate | role | cost model | {head} |",
+        "|---|---|---|---|" + "---|" * (len(metrics) * 3),
+    ]
+    closed = table[table["metric"].isin(metrics)]
+    for cost, sub in closed.groupby("cost_model", sort=False):
+        for run, c in sub.groupby("run", sort=False):
+            role = c["role"].iloc[0]
+            c = c.set_index(["metric", "stat"])
+            cells = [pct(c.loc[(m, s), "error"]) for m in metrics for s in vcsv.STATS]
+            lines.append(
+                f"| {run} | {c['rate'].iloc[0]:g} | {role} | {cost} | {' | '.join(cells)} |"
+            )
+    return lines
+
+
+def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
+    """Predicted vs measured per rate: TTFT, TPOT, E2E p50 (solid) and p90 (dashed), one
+    panel per metric, the real points in black; one line per cost model."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 4.2))
+    axes = fig.subplots(1, 3)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    closed = table[table["metric"].isin(vcsv.METRICS)]
+    for ax, metric in zip(axes, vcsv.METRICS, strict=True):
+        sub = closed[closed["metric"] == metric]
+        first = sub[sub["cost_model"] == sub["cost_model"].iloc[0]]
+        for stat, style in (("p50", "o"), ("p90", "s")):
+            pts = first[first["stat"] == stat]
+            ax.scatter(
+                pts["rate"],
+                pts["measured_ms"],
+                color="k",
+                marker=style,
+                zorder=3,
+                label=f"measured {stat}",
+                s=22,
+            )
+        for i, (cost, c) in enumerate(sub.groupby("cost_model", sort=False)):
+            for stat, ls in (("p50", "-"), ("p90", "--")):
+                pts = c[c["stat"] == stat].groupby("rate")["predicted_ms"].mean()
+                ax.plot(
+                    pts.index,
+                    pts.to_numpy(),
+                    ls,
+                    color=colors[i % len(colors)],
+                    alpha=1.0 if stat == "p50" else 0.6,
+                    label=f"{cost} {stat}",
+                )
+        ax.set_yscale("log")
+        ax.set_xlabel("request rate (req/s)")
+        ax.set_ylabel(f"{metric.upper()} (ms)")
+        ax.set_title(f"{metric.upper()}: {study.title}", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def page(
+    study: Study,
+    table: pd.DataFrame,
+    goals: list[Goal],
+    descriptions: dict[str, str],
+    chart_name: str,
+) -> str:
+    lines = [
+        f"# Validation: {study.title}",
+        "",
+        f"<!-- Generated by `{study.command}`; do not edit by hand. -->",
+        "",
+        "Each run's exact requests (arrival times, prompt and output lengths) are replayed "
+        "through pagesim with the settings its server ran with, under each cost model below; "
+        "every statistic is also in `validation.csv` (one row per run × cost model × metric × "
+        "statistic, the run's role beside it). Error = predicted / measured − 1. Roles: *fit* "
+        "(something was fitted on the run), *held_out* (nothing was fitted or chosen on it), "
+        "*cross_launch* (held out, from another launch of the server).",
+        "",
+        "Cost models:",
+        "",
+    ]
+    for c in study.cost_models:
+        mark = " (headline)" if c.headline else ""
+        lines.append(
+            f"- **{c.name}**{mark}: {descriptions.get(c.name, '')}{'. ' + c.note if c.note else ''}"
+        )
+    lines += [
+        "",
+        f"![predicted vs measured]({chart_name})",
+        "",
+        "## Goals (headline cost model)",
+        "",
+        *goal_lines(goals),
+        "",
+        "## Runs",
+        "",
+        *runs_table(study),
+        "",
+        *study.sections,
+        "",
+        "## Per run (ms)",
+        "",
+        *stats_table(table),
+        "",
+        "## Errors (predicted / measured − 1)",
+        "",
+        *errors_table(table),
+        "",
+    ]
+    return "\n".join(lines)

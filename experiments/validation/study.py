@@ -1,0 +1,65 @@
+"""What a dataset's reader hands the pipeline: runs with their settings and roles, and
+the cost models to replay them under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pagesim.workloads.records import MeasuredRun
+
+
+@dataclass(frozen=True)
+class ValidationRun:
+    """One real run, the settings its server ran with and its role in the validation."""
+
+    run: MeasuredRun
+    #: which launch of the server (a set of settings) it ran under
+    launch: str
+    #: fit | held_out | cross_launch (vcsv.ROLES)
+    role: str
+    #: the RunSpec document of its replay, but ``hardware.profile`` (the cost model's)
+    settings: dict[str, Any]
+    #: why the run has its launch (the manifest's evidence)
+    evidence: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def rate(self) -> float:
+        return self.run.rate_req_s
+
+
+@dataclass(frozen=True)
+class CostModelChoice:
+    """A cost model the runs are replayed under: a profile reference (None: analytic)."""
+
+    name: str
+    profile: str | None
+    headline: bool = False
+    #: what the page says of it (its description is added by the pipeline)
+    note: str = ""
+
+
+@dataclass
+class Study:
+    """A dataset read and ready to replay."""
+
+    dataset: str
+    title: str
+    runs: list[ValidationRun]
+    cost_models: list[CostModelChoice]
+    #: the command that regenerates the page, as the page prints it
+    command: str = ""
+    #: dataset-specific page sections (markdown lines), filled by the reader
+    sections: list[str] = field(default_factory=list)
+    #: the reader's own objects the page sections need (fits, pools)
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the TTFT p50 (s) whose crossing defines saturation
+    saturation_ttft_s: float = 1.0
+
+    @property
+    def headline(self) -> CostModelChoice:
+        return next(c for c in self.cost_models if c.headline)

@@ -1,0 +1,114 @@
+"""``validation.csv``: every validation's results in one format.
+
+One row per run x cost model x metric x statistic::
+
+    dataset, run, rate, launch, role, cost_model, headline, metric, stat,
+    predicted_ms, measured_ms, error
+
+- ``role``: ``fit`` (something was fitted on the run), ``held_out`` (nothing was fitted or
+  chosen on it), ``cross_launch`` (held out, and from another launch of the server than the
+  fit runs); ``headline``: true for the cost model the report recommends;
+- ``metric``: ``ttft``, ``tpot``, ``e2e`` (the replay against the records, closed loop),
+  ``decode_given_concurrency`` and ``ttft_given_state`` (each request's decode time and TTFT
+  predicted from the measured concurrency, the scheduler taken out: the step cost's
+  error alone, where the dataset allows); ``stat``: ``p50``, ``p90``, ``mean``;
+- ``error`` = predicted / measured − 1.
+
+Times in ms. A user's own result is one more dataset: the same columns, the same meaning.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = (
+    "dataset",
+    "run",
+    "rate",
+    "launch",
+    "role",
+    "cost_model",
+    "headline",
+    "metric",
+    "stat",
+    "predicted_ms",
+    "measured_ms",
+    "error",
+)
+ROLES = ("fit", "held_out", "cross_launch")
+METRICS = ("ttft", "tpot", "e2e")
+OPEN_LOOP_METRICS = ("decode_given_concurrency", "ttft_given_state")
+STATS = ("p50", "p90", "mean")
+FILE_NAME = "validation.csv"
+
+
+def statistic(values: np.ndarray, stat: str) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return float("nan")
+    if stat == "mean":
+        return float(v.mean())
+    return float(np.percentile(v, float(stat[1:])))
+
+
+def rows(
+    *,
+    dataset: str,
+    run: str,
+    rate: float,
+    launch: str,
+    role: str,
+    cost_model: str,
+    headline: bool,
+    metric: str,
+    predicted_s: np.ndarray,
+    measured_s: np.ndarray,
+) -> list[dict]:
+    """The rows of one run x cost model x metric: each statistic of the predicted and the
+    measured per-request values (s), in ms."""
+    out = []
+    for stat in STATS:
+        pred = statistic(predicted_s, stat) * 1e3
+        meas = statistic(measured_s, stat) * 1e3
+        out.append(
+            {
+                "dataset": dataset,
+                "run": run,
+                "rate": rate,
+                "launch": launch,
+                "role": role,
+                "cost_model": cost_model,
+                "headline": headline,
+                "metric": metric,
+                "stat": stat,
+                "predicted_ms": pred,
+                "measured_ms": meas,
+                "error": pred / meas - 1 if meas > 0 else float("nan"),
+            }
+        )
+    return out
+
+
+def frame(all_rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(all_rows, columns=list(COLUMNS))
+
+
+def write(table: pd.DataFrame, folder: Path) -> Path:
+    path = Path(folder) / FILE_NAME
+    table.to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def read(path: str | Path) -> pd.DataFrame:
+    """A validation.csv, checked for its columns."""
+    from pagesim.errors import DataError
+
+    table = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise DataError(f"{path}: not a validation.csv (no column {missing[0]!r})")
+    return table

@@ -1,0 +1,86 @@
+"""`pagesim replay-vllm`: a hand-written `vllm bench serve` result (made-up requests, the
+real format's keys) replayed and compared; pagesim's own run in that format."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pagesim.cli import main
+from pagesim.errors import ConfigError
+from pagesim.experiments.validation import vcsv
+from pagesim.experiments.validation.bench import JSON_NAME, PAGE_NAME, server_settings
+
+
+def _result(tmp_path, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    start = 500 + np.cumsum(rng.exponential(0.5, n))
+    out = rng.integers(3, 120, n)
+    doc = {
+        "backend": "vllm",
+        "model_id": "meta-llama/Llama-2-7b-hf",
+        "request_rate": 2.0,
+        "completed": n,
+        "request_throughput": 1.9,
+        "mean_ttft_ms": 60.0,
+        "median_ttft_ms": 55.0,
+        "p99_ttft_ms": 120.0,
+        "mean_tpot_ms": 25.0,
+        "input_lens": rng.integers(50, 800, n).tolist(),
+        "output_lens": out.tolist(),
+        "ttfts": rng.uniform(0.04, 0.09, n).tolist(),
+        "itls": [rng.uniform(0.02, 0.03, o - 1).tolist() for o in out],
+        "start_times": start.tolist(),
+        "errors": [""] * n,
+    }
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(doc))
+    return path, doc
+
+
+def test_replay_writes_every_metric_beside_the_measured_one(tmp_path):
+    path, doc = _result(tmp_path)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+            "--server-args", "--max-num-seqs 64 --block-size 16 --num-gpu-blocks-override 500",
+            "--out", str(out),
+        ]
+    )
+    assert code == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    assert set(table["role"]) == {"held_out"} and table["headline"].all()
+    ttft = table[(table["metric"] == "ttft") & (table["stat"] == "p50")].iloc[0]
+    assert ttft["measured_ms"] == pytest.approx(np.median(doc["ttfts"]) * 1e3)
+    page = (out / PAGE_NAME).read_text()
+    assert "| median_ttft_ms | 55 |" in page and "scheduler.max_num_seqs: 64" in page
+    assert "hardware.kv_blocks" not in page or "500" in page
+    sim = json.loads((out / JSON_NAME).read_text())
+    # pagesim's run in vllm bench serve's format: its keys, per request in send order
+    assert sim["completed"] == 30 and len(sim["ttfts"]) == 30
+    assert sim["input_lens"] == doc["input_lens"]
+    assert sim["start_times"] == pytest.approx(np.array(doc["start_times"]) - doc["start_times"][0])
+    assert {"mean_ttft_ms", "median_tpot_ms", "p99_itl_ms", "request_throughput"} <= set(sim)
+    assert str(tmp_path) not in page
+
+
+def test_server_args_map_to_run_spec_keys_and_unknown_ones_are_named():
+    got = server_settings(
+        "--max-num-seqs 128 -tp 2 --gpu-memory-utilization 0.85 --enable-prefix-caching "
+        "--max-paddings 256"
+    )
+    assert got == {
+        "scheduler.max_num_seqs": 128,
+        "hardware.tensor_parallel": 2,
+        "hardware.gpu_memory_utilization": 0.85,
+        "allocator.prefix_caching": True,
+        "scheduler.max_paddings": 256,
+        "scheduler.prefill_padding": True,
+    }
+    with pytest.raises(ConfigError, match="'--speculative-model' is not a flag pagesim replays"):
+        server_settings("--speculative-model x")
+    with pytest.raises(ConfigError, match="--server-args"):
+        server_settings("--max-num-seqs many")

@@ -1,0 +1,211 @@
+"""`pagesim validate-vllm`: one pipeline (read → replay → compare → report, validation.csv).
+
+Made-up runs written in DistServe's format by pagesim itself (a known serving path) check
+the whole pipeline; the real runs (shared data, skipped where absent) check the targets
+and that docs/validation.md and the shipped profile are what the command writes today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pagesim.cli import main
+from pagesim.errors import ConfigError, DataError
+from pagesim.experiments.validation import distserve, vcsv
+from pagesim.experiments.validation.manifest import load_manifest
+from pagesim.experiments.validation.pipeline import PAGE_NAME, run_validation, write_validation
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SHIPPED = ROOT / "calibrate" / "profiles" / distserve.SERVING_PROFILE / "profile.yaml"
+
+
+def _simulated_distserve_run(folder: Path, num: int, rate: float, seed: int) -> Path:
+    """A run in DistServe's CSV format, made by pagesim under the shipped serving profile
+    with the later launch's settings (made-up ShareGPT-like lengths)."""
+    from pagesim.simulator import simulate
+    from pagesim.simulator.spec import run_spec_from_dict
+
+    manifest = load_manifest(distserve.MANIFEST)
+    doc = manifest.settings_of("later")
+    doc["hardware"] = {**doc["hardware"], "profile": str(SHIPPED), "kv_slots": 3989 * 16}
+    doc["workload"] = {
+        "name": "synthetic",
+        "num_requests": num,
+        "prompt": {"dist": "uniform", "low": 20, "high": 1200},
+        "output": {"dist": "uniform", "low": 2, "high": 400},
+    }
+    doc["arrivals"] = {"process": "poisson", "rate_req_s": rate}
+    doc["seed"] = seed
+    req = simulate(run_spec_from_dict(doc)).requests
+    issue = 5000.0 + req["arrival_s"]
+    path = folder / f"vllm-{num}-{rate:g}.csv"
+    pd.DataFrame(
+        {
+            "issue_time": issue,
+            "first_token_time": 5000.0 + req["first_token_s"],
+            "complete_time": 5000.0 + req["finish_s"],
+            "prompt_len": req["prompt_len"],
+            "output_len": req["output_len"],
+            "ttft_ms": req["ttft_s"] * 1e3,
+            "tpot_ms": req["tpot_s"] * 1e3,
+            "latency_ms": req["e2e_s"] * 1e3,
+        }
+    ).to_csv(path, index=False)
+    return path
+
+
+def test_the_pipeline_on_runs_made_under_a_known_serving_path(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _simulated_distserve_run(data, 150, 1.5, seed=1)  # the manifest's fit run
+    _simulated_distserve_run(data, 120, 2.5, seed=2)  # not in the manifest: held out
+    out = tmp_path / "out"
+    assert main(["validate-vllm", "--data", str(data), "--out", str(out)]) == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    assert list(table.columns) == list(vcsv.COLUMNS)
+    assert set(table["role"]) == {"fit", "held_out"}
+    assert set(table.loc[table["headline"], "cost_model"]) == {"serving"}
+    assert set(table["metric"]) == set(vcsv.METRICS) | set(vcsv.OPEN_LOOP_METRICS)
+    assert set(table["stat"]) == set(vcsv.STATS)
+    # one row per run x cost model x metric x statistic
+    assert not table.duplicated(["run", "cost_model", "metric", "stat"]).any()
+    # the serving path refitted on pagesim's own records predicts its held-out run closely
+    held = table[(table["role"] == "held_out") & (table["cost_model"] == "serving")]
+    tpot = held[(held["metric"] == "tpot") & (held["stat"] == "p50")]["error"].abs().max()
+    decode = held[(held["metric"] == "decode_given_concurrency") & (held["stat"] == "mean")][
+        "error"
+    ]
+    assert tpot < 0.03 and abs(decode.iloc[0]) < 0.02
+    # without it the kernels alone are far off: the comparison can fail
+    kern = table[(table["role"] == "held_out") & (table["cost_model"] == "kernels")]
+    assert kern[(kern["metric"] == "tpot") & (kern["stat"] == "p50")]["error"].iloc[0] < -0.15
+    page = (out / PAGE_NAME).read_text()
+    assert str(tmp_path) not in page  # no machine path in a page that may be committed
+    assert "vllm-120-2.5" in page and "not in the manifest" in page
+    assert (out / f"validation_{distserve.NAME}.png").stat().st_size > 0
+    assert (out / "profiles" / distserve.SERVING_PROFILE / "profile.yaml").is_file()
+
+
+def test_unknown_folders_and_bad_manifests_are_one_line_errors(tmp_path):
+    with pytest.raises(DataError, match="not a folder"):
+        write_validation(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(DataError, match="not a dataset pagesim knows"):
+        write_validation(tmp_path, tmp_path / "out")
+    bad = tmp_path / "m.yaml"
+    text = (Path(distserve.__file__).parent / distserve.MANIFEST).read_text()
+    bad.write_text(text.replace("default_launch: later", "default_launch: later\ncolour: blue"))
+    with pytest.raises(ConfigError, match="colour: unknown key"):
+        load_manifest(bad)
+    bad.write_text(text.replace("vllm-300-3: {launch: later", "vllm-300-3: {launch: middle"))
+    with pytest.raises(ConfigError, match="runs.vllm-300-3.launch: 'middle' is not one of"):
+        load_manifest(bad)
+
+
+def test_validation_csv_rows_say_what_they_compare():
+    rows = vcsv.rows(
+        dataset="d",
+        run="r",
+        rate=1.0,
+        launch="l",
+        role="fit",
+        cost_model="c",
+        headline=True,
+        metric="ttft",
+        predicted_s=np.array([0.1, 0.2, 0.3]),
+        measured_s=np.array([0.1, 0.1, 0.4]),
+    )
+    by = {r["stat"]: r for r in rows}
+    assert by["p50"]["predicted_ms"] == pytest.approx(200) and by["p50"][
+        "measured_ms"
+    ] == pytest.approx(100)
+    assert by["p50"]["error"] == pytest.approx(1.0)
+    assert by["mean"]["error"] == pytest.approx(0.2 / 0.2 - 1)
+
+
+# ---- the real runs ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory, shared_data):
+    data = shared_data("distserve_vllm_opt13b")
+    out = tmp_path_factory.mktemp("validation")
+    return data, out, run_validation(data, out)
+
+
+def _goal(goals, start):
+    return next(g for g in goals if g.text.startswith(start))
+
+
+def test_real_vllm_targets_hold_on_the_held_out_runs(real):
+    _, _, (study, table, goals, _) = real
+    assert study.headline.name == "serving"
+    for start in (
+        "TPOT p50 within ±10%",
+        "TTFT p50 within ±25%",
+        "mean decode time given",
+        "cross-launch runs",
+    ):
+        goal = _goal(goals, start)
+        assert goal.met, f"{goal.text}: {goal.detail}"
+    # the fit run is the manifest's, and no held-out run was fitted
+    assert set(table.loc[table["role"] == "fit", "run"]) == {"vllm-150-1.5"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the v0.2 memory model gives 3,989 blocks where the records' ceiling is 3,525: "
+    "the replay saturates above 4 req/s, the server at 3.2 (docs/validation.md)",
+)
+def test_real_vllm_saturation_within_0_3_req_s(real):
+    _, _, (_, _, goals, _) = real
+    goal = _goal(goals, "saturation")
+    assert goal.met, goal.detail
+
+
+def test_shipped_serving_profile_is_the_refit(real):
+    _, out, _ = real
+    refit = out / "profiles" / distserve.SERVING_PROFILE / "profile.yaml"
+    assert refit.read_text() == SHIPPED.read_text(), (
+        "the shipped serving profile is stale: run the fit-serving command in its 'command'"
+    )
+
+
+def test_docs_validation_page_is_up_to_date(real, tmp_path):
+    data, _, _ = real
+    write_validation(data, tmp_path)
+    assert (DOCS / "validation.md").read_text() == (tmp_path / PAGE_NAME).read_text(), (
+        "docs/validation.md is stale: run `pagesim validate-vllm --data "
+        "../shared/data/distserve_vllm_opt13b --out OUT --docs docs/validation.md`"
+    )
+    assert (DOCS / f"validation_{distserve.NAME}.png").is_file()
+
+
+def test_fit_serving_command_reproduces_the_shipped_profile(real, tmp_path):
+    data, _, _ = real
+    code = main(
+        [
+            "calibrate",
+            "fit-serving",
+            "--records",
+            str(data / "vllm-150-1.5.csv"),
+            "--model",
+            "opt-13b",
+            "--gpu",
+            "a100-80gb",
+            "--base",
+            "a100-80gb-vidur",
+            "--padding",
+            "--origin=vllm-150-1.5.csv=LLMServe/DistServe@20a1633",
+            "--server",
+            distserve.SERVER,
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    assert (tmp_path / "profile.yaml").read_text() == SHIPPED.read_text()
