@@ -5,7 +5,7 @@ cases on another pagesim build for comparison.
         [--azure-csv PATH] [--num-requests N]
 
 CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``prefix``,
-``orca`` (default: all). Every case runs in a child process (so peak memory is its
+``orca``, ``v1`` (default: all). Every case runs in a child process (so peak memory is its
 own) and prints the median wall time of its repeats, simulated requests and engine
 steps per second, and the child's peak resident memory.
 
@@ -43,7 +43,10 @@ Cases (targets in parentheses):
   shared system prompt (ShareGPT, 2 req/s) (each >= 5x the SimPy step engine before
   the engines were merged);
 - orca: Orca (Max) over a buddy heap, ShareGPT at 2 req/s, 3,000 requests, the Figure 2
-  KV pool of 15,728 slots.
+  KV pool of 15,728 slots;
+- v1: the sharegpt case under vLLM V1's scheduler and KV cache manager (``vllm-v1`` on
+  ``paged-v1``, prefix caching on, as V1 runs), timed beside the sharegpt case itself
+  (``vllm``) in the same sitting, with the ratio of the two (<= 1.5x ``vllm``'s time).
 """
 
 from __future__ import annotations
@@ -149,6 +152,17 @@ CASES: dict[str, dict] = {
         },
         "baseline_engine": "fast",
         "repeats": 3,
+    },
+    "v1": {
+        "doc": {
+            **SHAREGPT,
+            "allocator": {"kind": "paged-v1", "block_size": 16},
+            "scheduler": {"kind": "vllm-v1"},
+        },
+        "beside": SHAREGPT,
+        "baseline_engine": "fast",
+        "repeats": 3,
+        "target": {"max_ratio_beside": 1.5},
     },
 }
 
@@ -292,6 +306,12 @@ def verdicts(target: dict, this: dict, base: dict | None) -> list[str]:
         out.append(
             f"peak RSS <= {limit:,.0f} MiB: {'met' if rss <= limit else 'not met'} ({rss:,.0f} MiB)"
         )
+    if "max_ratio_beside" in target:
+        limit, ratio = target["max_ratio_beside"], this["ratio_beside"]
+        out.append(
+            f"<= {limit:g}x the time of the case beside it: "
+            f"{'met' if ratio <= limit else 'not met'} ({ratio:.2f}x)"
+        )
     if "min_speedup_vs_step" in target:
         need = target["min_speedup_vs_step"]
         label = f">= {need:g}x the speed of the SimPy step engine before the merge"
@@ -339,6 +359,19 @@ def main() -> int:
             f"{int(this['rejected']):,} rejected, {int(this['steps']):,} steps",
             flush=True,
         )
+        if "beside" in case:
+            beside_doc = json.loads(json.dumps(case["beside"]))
+            if args.num_requests:
+                beside_doc["workload"]["num_requests"] = args.num_requests
+            beside = run_child(sys.executable, beside_doc, repeats, "", whole)
+            this["ratio_beside"] = this["wall_s"] / beside["wall_s"]
+            print(line(f"beside it, {json.dumps(beside_doc['scheduler'])}", beside), flush=True)
+            print(
+                f"    {int(beside['requests']):,} requests, {int(beside['finished']):,} finished, "
+                f"{int(beside['steps']):,} steps;   this case / beside it: "
+                f"{this['ratio_beside']:.2f}x the time",
+                flush=True,
+            )
         base = None
         if args.baseline:
             engine = case["baseline_engine"]

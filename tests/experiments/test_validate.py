@@ -55,7 +55,7 @@ def test_unknown_allocator_kind_in_zip_names_index_and_allowed(tiny_doc, write_d
     tiny_doc["sweep"]["zip"][0]["allocator.kind"][3] = "buddy"
     msg = _error(write_doc(tiny_doc))
     assert "sweep.zip[0].allocator.kind[3]" in msg
-    assert "unknown allocator 'buddy'; allowed: max, oracle, paged, pow2" in msg
+    assert "unknown allocator 'buddy'; allowed: max, oracle, paged, paged-v1, pow2" in msg
 
 
 def test_bad_grid_value_names_index(tiny_doc, write_doc):

@@ -50,7 +50,7 @@ def test_unknown_names_list_what_is_registered():
     with pytest.raises(ConfigError, match="unknown scheduler 'fifo'; allowed: orca, static, vllm"):
         run_spec_from_dict({"scheduler": {"kind": "fifo"}})
     with pytest.raises(
-        ConfigError, match="unknown allocator 'slab'; allowed: max, oracle, paged, pow2"
+        ConfigError, match="unknown allocator 'slab'; allowed: max, oracle, paged, paged-v1, pow2"
     ):
         run_spec_from_dict({"allocator": {"kind": "slab"}})
     with pytest.raises(ConfigError, match="contiguous allocator \\(max, oracle, pow2\\)"):
