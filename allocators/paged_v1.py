@@ -30,9 +30,10 @@ unless said):
   allocation makes blocks full, they get their content keys (chained from the
   parent's; ``v1_pool.ContentKeys``) and become hits for later requests (and for
   requests admitted later in the same step). A block that a decode fills holds a
-  generated token, so only its own request could hit it, and only once it is freed:
-  such blocks are keyed at the request's next allocation or at its free, which hands
-  out the same hits.
+  generated token, so only its own request could hit it, and only once it is freed
+  and back after a preemption: such blocks are keyed at the request's next
+  allocation or when it is preempted (``free``), which hands out the same hits, and
+  never when it finishes (``free_finished``).
 - Free (``single_type_kv_cache_manager.py``, ``free``): a request's blocks go back in
   reverse order, so its tail is evicted first; a block another request still holds
   stays held.
@@ -70,6 +71,18 @@ from pagesim.allocators.validation import check_request
 from pagesim.errors import AllocatorError, ConfigError, InvariantError
 
 
+class _SeqContent:
+    """What the rules keep of a sequence: its content keys, how many leading blocks of its
+    table have their keys, and its prompt's length."""
+
+    __slots__ = ("keys", "num_keyed", "prompt_len")
+
+    def __init__(self, keys: ContentKeys, num_keyed: int, prompt_len: int) -> None:
+        self.keys = keys
+        self.num_keyed = num_keyed
+        self.prompt_len = prompt_len
+
+
 class PagedV1Allocator(V1Tables):
     """vLLM V1's KV cache manager (see the module docstring for every rule and its source)."""
 
@@ -92,15 +105,13 @@ class PagedV1Allocator(V1Tables):
             block_size=block_size,
             is_prefix_caching=is_prefix_caching,
         )
-        self._keys_by_seq: dict[int, ContentKeys] = {}
-        #: leading blocks of each table that have their content keys
-        self._num_keyed_by_seq: dict[int, int] = {}
-        self._prompt_len_by_seq: dict[int, int] = {}
-        self._counters = PrefixCacheCounters()
+        self._content_by_seq: dict[int, _SeqContent] = {}
+        #: the prefix cache's counters (``prefix_cache``)
+        self._hit_blocks = self._queried_blocks = self._hit_tokens = self._queried_tokens = 0
         #: the pool's changes so far (a look-up stays valid while it is unchanged)
         self._version = 0
         #: the last look-up (:meth:`find_cached`): group id, tokens, version, keys, hits
-        self._probe: tuple[int, int, int, ContentKeys, list[int]] | None = None
+        self._probe: tuple[int, int, int, ContentKeys, list[BoxedId]] | None = None
 
     @classmethod
     def from_spec(
@@ -132,7 +143,9 @@ class PagedV1Allocator(V1Tables):
 
     @property
     def prefix_cache(self) -> PrefixCacheCounters:
-        return self._counters
+        return PrefixCacheCounters(
+            self._hit_blocks, self._queried_blocks, self._hit_tokens, self._queried_tokens
+        )
 
     def free_queue(self) -> list[int]:
         """The free queue, next to be taken (evicted) first."""
@@ -145,7 +158,7 @@ class PagedV1Allocator(V1Tables):
         :meth:`can_fit` and :meth:`admit` until the pool changes."""
         return len(self._look_up(req)[4]) * self._block_size
 
-    def _look_up(self, req: AllocRequest) -> tuple[int, int, int, ContentKeys, list[int]]:
+    def _look_up(self, req: AllocRequest) -> tuple[int, int, int, ContentKeys, list[BoxedId]]:
         probe = self._probe
         group_id = req.group_id
         if probe is not None and probe[0] == group_id:
@@ -157,11 +170,11 @@ class PagedV1Allocator(V1Tables):
             keys = ContentKeys(
                 req.segments, req.prompt_len, own_segment_id(group_id), self._block_size
             )
-        hits: list[int] = []
+        hits: list[BoxedId] = []
         pool = self.pool
         if pool.is_caching:
             for i in range((req.num_tokens - 1) // self._block_size):
-                block_id = pool.lookup(keys.upto(i + 1)[i])
+                block_id: BoxedId = pool.lookup(keys.upto(i + 1)[i])
                 if block_id is None:
                     break
                 hits.append(block_id)
@@ -169,7 +182,7 @@ class PagedV1Allocator(V1Tables):
         self._probe = probe
         return probe
 
-    def _blocks_to_allocate(self, num_tokens: int, hits: list[int]) -> int:
+    def _blocks_to_allocate(self, num_tokens: int, hits: list[BoxedId]) -> int:
         """``get_num_blocks_to_allocate`` for a new request: the blocks for ``num_tokens``
         past its hits, plus the hits that are free (touching them uses a free block)."""
         pool = self.pool
@@ -217,20 +230,15 @@ class PagedV1Allocator(V1Tables):
         self._group_by_seq[seq_id] = group_id
         self._seq_by_group[group_id] = seq_id
         self._freed_seq_ids.discard(seq_id)
-        self._keys_by_seq[seq_id] = keys
-        self._num_keyed_by_seq[seq_id] = len(hits)
-        self._prompt_len_by_seq[seq_id] = req.prompt_len
+        self._content_by_seq[seq_id] = _SeqContent(keys, len(hits), req.prompt_len)
         self._join(seq_id, held)
         self._key_full_blocks(seq_id, held)
         self._version += 1
         self._probe = None
-        c = self._counters
-        self._counters = PrefixCacheCounters(
-            hit_blocks=c.hit_blocks + len(hits),
-            queried_blocks=c.queried_blocks + req.num_tokens // bs,
-            hit_tokens=c.hit_tokens + num_hit_tokens,
-            queried_tokens=c.queried_tokens + req.num_tokens,
-        )
+        self._hit_blocks += len(hits)
+        self._queried_blocks += req.num_tokens // bs
+        self._hit_tokens += num_hit_tokens
+        self._queried_tokens += req.num_tokens
         return Allocation(num_hit_tokens) if num_hit_tokens else NOTHING_CACHED
 
     # -- growth and free ----------------------------------------------------------------
@@ -260,33 +268,40 @@ class PagedV1Allocator(V1Tables):
         if not self.pool.is_caching:
             return
         num_full = held // self._block_size
-        num_keyed = self._num_keyed_by_seq[seq_id]
+        content = self._content_by_seq[seq_id]
+        num_keyed = content.num_keyed
         if num_keyed >= num_full:
             return
-        keys = self._keys_by_seq[seq_id].upto(num_full)
+        keys = content.keys.upto(num_full)
         table = self._table_by_seq[seq_id]
         pool = self.pool
         for i in range(num_keyed, num_full):
             pool.cache(table[i], keys[i])
-        self._num_keyed_by_seq[seq_id] = num_full
+        content.num_keyed = num_full
 
     def free(self, seq_id: int) -> None:
-        """Release a request's blocks, its tail first (module docstring)."""
-        self._free(seq_id)
+        """Release a request's blocks, its tail first (module docstring); blocks that
+        decodes filled get their keys now (the request may come back: a preemption)."""
+        self._free(seq_id, True)
 
-    def _free(self, seq_id: BoxedId) -> None:
+    def free_finished(self, seq_id: int) -> None:
+        """:meth:`free` for a request that ended: the blocks that decodes filled get no
+        key, since they hold its generated tokens and no request could ever hit them
+        (only the count of cached free blocks would differ)."""
+        self._free(seq_id, False)
+
+    def _free(self, seq_id: BoxedId, is_keyed: bool) -> None:
         group_id = self._known(seq_id, "free")
         held = self._leave(seq_id)
-        self._key_full_blocks(seq_id, held)
+        if is_keyed:
+            self._key_full_blocks(seq_id, held)
         table = self._table_by_seq.pop(seq_id)
-        self.pool.free_blocks(table[::-1])
+        self.pool.free_table(table)
         self._num_table_blocks -= len(table)
         del self._target_by_seq[seq_id]
         del self._group_by_seq[seq_id]
         del self._seq_by_group[group_id]
-        del self._keys_by_seq[seq_id]
-        del self._num_keyed_by_seq[seq_id]
-        del self._prompt_len_by_seq[seq_id]
+        del self._content_by_seq[seq_id]
         self._freed_seq_ids.add(seq_id)
         self._version += 1
 
@@ -336,16 +351,14 @@ class PagedV1Allocator(V1Tables):
                 if block_id == NULL_BLOCK:
                     raise InvariantError(f"paged-v1: seq {seq_id} holds the null block")
                 counts[block_id] += 1
-            num_keyed = self._num_keyed_by_seq[seq_id]
+            content = self._content_by_seq[seq_id]
+            num_keyed = content.num_keyed
             if pool.is_caching:
-                keys = self._keys_by_seq[seq_id].upto(num_keyed)
+                keys = content.keys.upto(num_keyed)
                 for i in range(num_keyed):
                     if pool.key_of(table[i]) != keys[i]:
                         raise InvariantError(f"paged-v1: seq {seq_id} block {i}: wrong key")
-                if (
-                    num_keyed < held // bs
-                    and num_keyed * bs + bs <= self._prompt_len_by_seq[seq_id]
-                ):
+                if num_keyed < held // bs and num_keyed * bs + bs <= content.prompt_len:
                     raise InvariantError(
                         f"paged-v1: seq {seq_id}: full prompt block {num_keyed} has no key"
                     )

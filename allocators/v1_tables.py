@@ -41,6 +41,18 @@ from pagesim.allocators.validation import FreedIds
 from pagesim.errors import AllocatorError
 
 
+def _is_ascending(seq_ids: dict[int, None]) -> bool:
+    """Whether the ids are in ascending order already (they nearly always are: sequences
+    join their residue's dict in admission order, and move to the end of one only when
+    they grow one by one, by a chunk or by a token outside a bulk append)."""
+    last = -1
+    for seq_id in seq_ids:
+        if seq_id < last:
+            return False
+        last = seq_id
+    return True
+
+
 class V1Tables(KVAllocator):
     """Block tables and running totals of a V1 pool (module docstring);
     ``PagedV1Allocator`` adds the rules."""
@@ -49,7 +61,8 @@ class V1Tables(KVAllocator):
         self._capacity_slots = capacity_slots
         self._block_size = block_size
         self.pool = V1BlockPool(capacity_slots // block_size, is_caching=is_prefix_caching)
-        self._table_by_seq: dict[int, list[int]] = {}
+        #: each sequence's blocks (ids kept boxed: ``v1_pool.V1BlockPool``)
+        self._table_by_seq: dict[int, list[BoxedId]] = {}
         self._target_by_seq: dict[int, int] = {}
         self._group_by_seq: dict[int, int] = {}
         self._seq_by_group: dict[int, int] = {}
@@ -171,22 +184,28 @@ class V1Tables(KVAllocator):
                 )
             tables = self._table_by_seq
             pool = self.pool
-            if n == 1:
-                for seq_id in bucket:
-                    tables[seq_id].append(pool.take())
-            else:
+            seq_id: BoxedId
+            if n > 1 and not _is_ascending(bucket):
                 for seq_id in sorted(bucket):
                     tables[seq_id].append(pool.take())
+            else:
+                for seq_id in bucket:
+                    tables[seq_id].append(pool.take())
             self._num_table_blocks += n
-        self._clock += 1
-        self._internal += self._final_internal_by_clock.pop(self._clock, 0)
+        clock = self._clock + 1
+        self._clock = clock
+        final = self._final_internal_by_clock
+        if clock in final:
+            self._internal += final.pop(clock)
 
     def decode_totals(self) -> DecodeTotals:
         """Sequences held, their slots and their tables' blocks."""
+        return DecodeTotals(*self.decode_sums())
+
+    def decode_sums(self) -> tuple[int, int, int]:
+        """:meth:`decode_totals` as a plain tuple (once per step: no named tuple)."""
         num_seqs = len(self._off_by_seq)
-        return DecodeTotals(
-            num_seqs, self._sum_off + self._clock * num_seqs, self._num_table_blocks
-        )
+        return num_seqs, self._sum_off + self._clock * num_seqs, self._num_table_blocks
 
     def append_all_measured(
         self, is_blocked: bool

@@ -122,8 +122,7 @@ class VllmV1Scheduler(Scheduler):
             if not self._individual and num_running <= budget and kv.can_append_all():
                 # 2. every running request decodes one token, and each gets its slot
                 kv.append_slot_all()
-                totals = kv.decode_totals()
-                decode = (totals[0], totals[1], totals[2])
+                decode = kv.decode_sums()
                 num_decode_groups = num_running
                 budget -= num_running
                 ticks = True
@@ -331,6 +330,15 @@ class VllmV1Scheduler(Scheduler):
         self._computed.pop(group, None)
         self._prefilling.pop(group, None)
         super()._stop_running(group)
+
+    def _finish(self, group: SequenceGroup, now_s: float, *, free: bool = True) -> None:
+        """A request ends: its blocks go back (``free_finished``: no request can hit the
+        ones holding its generated tokens)."""
+        if free and group.seq_ids:
+            self._kv.free_finished(group.seq_ids[0])
+            group.seq_ids = []
+            self._num_frees += 1
+        super()._finish(group, now_s, free=False)
 
     def _preempt(self, group: SequenceGroup) -> None:
         """Rule 3: recompute (blocks freed, back to the front of ``waiting``)."""

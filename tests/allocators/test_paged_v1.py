@@ -52,7 +52,7 @@ def test_hits_share_blocks_and_freed_blocks_go_to_the_tail_in_reverse(req):
     assert first.num_cached_tokens == 0 and alloc.block_table(0) == (1, 2, 3)
     second = alloc.allocate(req(1, 11, segments=(SYSTEM, (101, 3))))
     assert second.num_cached_tokens == 8 and alloc.block_table(1) == (1, 2, 4)
-    assert [alloc.pool.ref_count(b) for b in range(6)] == [0, 2, 2, 1, 1, 0]
+    assert [alloc.pool.ref_count(b) for b in range(6)] == [1, 2, 2, 1, 1, 0]  # 0: the pool's
     alloc.free(0)  # 3, 2, 1: only 3 is held by nobody now
     assert alloc.free_queue() == [5, 3]
     alloc.free(1)  # 4, 2, 1: the tail first
@@ -173,6 +173,10 @@ def test_bulk_appends_open_blocks_in_sequence_id_order(req):
     # back after a preemption (8 tokens: prompt + 4 generated), it finds its own blocks
     back = alloc.allocate(req(9, 4, num_tokens=9, seq_id=11, segments=((9, 4),)))
     assert back.num_cached_tokens == 8 and alloc.block_table(11) == (1, 4, 5)
+    # a request that finished never comes back: the blocks its decodes filled stay unkeyed
+    alloc.free_finished(7)
+    assert alloc.pool.key_of(2) is not None and alloc.pool.key_of(3) is None
+    assert alloc.free_queue()[-2:] == [3, 2]
     alloc.check_invariants()
 
 
