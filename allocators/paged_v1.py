@@ -108,9 +108,8 @@ class PagedV1Allocator(V1Tables):
         self._content_by_seq: dict[int, _SeqContent] = {}
         #: the prefix cache's counters (``prefix_cache``)
         self._hit_blocks = self._queried_blocks = self._hit_tokens = self._queried_tokens = 0
-        #: the pool's changes so far (a look-up stays valid while it is unchanged)
-        self._version = 0
-        #: the last look-up (:meth:`find_cached`): group id, tokens, version, keys, hits
+        #: the last look-up (:meth:`find_cached`): group id, tokens, the pool's
+        #: ``key_version`` then, keys, hits
         self._probe: tuple[int, int, int, ContentKeys, list[BoxedId]] | None = None
 
     @classmethod
@@ -154,15 +153,15 @@ class PagedV1Allocator(V1Tables):
     # -- admission ----------------------------------------------------------------------
     def find_cached(self, req: AllocRequest) -> int:
         """Tokens of ``req`` the prefix cache holds (``get_computed_blocks``): whole
-        leading blocks, at most ``num_tokens - 1`` tokens. A look-up stays valid for
-        :meth:`can_fit` and :meth:`admit` until the pool changes."""
+        leading blocks, at most ``num_tokens - 1`` tokens. :meth:`can_fit` and
+        :meth:`admit` reuse the look-up while no block has gained or lost a key."""
         return len(self._look_up(req)[4]) * self._block_size
 
     def _look_up(self, req: AllocRequest) -> tuple[int, int, int, ContentKeys, list[BoxedId]]:
         probe = self._probe
         group_id = req.group_id
         if probe is not None and probe[0] == group_id:
-            if probe[1] == req.num_tokens and probe[2] == self._version:
+            if probe[1] == req.num_tokens and probe[2] == self.pool.key_version:
                 return probe
             keys = probe[3]
         else:
@@ -178,7 +177,7 @@ class PagedV1Allocator(V1Tables):
                 if block_id is None:
                     break
                 hits.append(block_id)
-        probe = (group_id, req.num_tokens, self._version, keys, hits)
+        probe = (group_id, req.num_tokens, self.pool.key_version, keys, hits)
         self._probe = probe
         return probe
 
@@ -233,7 +232,6 @@ class PagedV1Allocator(V1Tables):
         self._content_by_seq[seq_id] = _SeqContent(keys, len(hits), req.prompt_len)
         self._join(seq_id, held)
         self._key_full_blocks(seq_id, held)
-        self._version += 1
         self._probe = None
         self._hit_blocks += len(hits)
         self._queried_blocks += req.num_tokens // bs
@@ -259,7 +257,6 @@ class PagedV1Allocator(V1Tables):
             self._num_table_blocks += need
         self._regrow(seq_id, held)
         self._key_full_blocks(seq_id, held)
-        self._version += 1
         return True
 
     def _key_full_blocks(self, seq_id: BoxedId, held: int) -> None:
@@ -303,7 +300,6 @@ class PagedV1Allocator(V1Tables):
         del self._seq_by_group[group_id]
         del self._content_by_seq[seq_id]
         self._freed_seq_ids.add(seq_id)
-        self._version += 1
 
     # -- the allocator interface --------------------------------------------------------
     def can_allocate(self, req: AllocRequest, true_output_len: int | None = None) -> AllocStatus:

@@ -159,6 +159,8 @@ class V1BlockPool:
         #: the first cached block left with each key, and the later ones in order
         self._block_by_key: dict[int, BoxedId] = {}
         self._more_blocks_by_key: dict[int, list[BoxedId]] = {}
+        #: keys given or dropped so far (a look-up's hits hold while it is unchanged)
+        self.key_version = 0
 
     # -- read-only views ----------------------------------------------------------------
     @property
@@ -262,6 +264,7 @@ class V1BlockPool:
 
     def cache(self, block_id: BoxedId, key: int) -> None:
         """``block_id`` (held, full) gets content ``key`` (``cache_full_blocks``)."""
+        self.key_version += 1
         self._key_by_block[block_id] = key
         if key not in self._block_by_key:
             self._block_by_key[key] = block_id
@@ -275,6 +278,7 @@ class V1BlockPool:
     def _evict(self, block_id: BoxedId) -> None:
         key = self._key_by_block[block_id]
         assert key is not None
+        self.key_version += 1
         self._key_by_block[block_id] = None
         more = self._more_blocks_by_key.get(key)
         if self._block_by_key[key] == block_id:

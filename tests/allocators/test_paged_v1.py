@@ -214,3 +214,17 @@ def test_without_caching_nothing_is_keyed_or_hit(req):
     again = alloc.allocate(req(1, 9, segments=(SYSTEM, (1, 1))))
     assert again.num_cached_tokens == 0 and alloc.block_table(1) == (3, 4, 5)
     alloc.check_invariants()
+
+
+def test_a_look_up_is_redone_once_a_bulk_append_evicts_its_hits(req):
+    alloc = v1(4)  # 3 usable blocks
+    alloc.allocate(req(0, 4, segments=((1, 4),)))  # block 1, keyed
+    alloc.free(0)
+    alloc.allocate(req(1, 4))  # block 2
+    head = req(2, 5, segments=((1, 4), (9, 1)))
+    assert alloc.find_cached(head) == 4
+    for _ in range(5):  # the first append opens block 3, the fifth evicts block 1
+        alloc.append_slot_all()
+    assert alloc.block_table(1) == (2, 3, 1)
+    assert alloc.find_cached(head) == 0
+    assert not alloc.can_fit(head, 5)
