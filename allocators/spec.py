@@ -60,8 +60,12 @@ class AllocatorSpec(_Spec):
     @model_validator(mode="after")
     def _check_v1(self) -> AllocatorSpec:
         if self.kind == "paged-v1":
-            for key, why in (("watermark", "no watermark"), ("swap_space_gib", "no swap")):
-                if key in self.model_fields_set:
+            # a value other than the default (a dumped spec carries the defaults too)
+            for key, why, is_set in (
+                ("watermark", "no watermark", self.watermark != 0.01),
+                ("swap_space_gib", "no swap", self.swap_space_gib != 4.0),
+            ):
+                if is_set:
                     raise ValueError(
                         f"allocator.{key} does not apply to paged-v1: vLLM V1 has {why}"
                     )

@@ -133,8 +133,12 @@ class SchedulerSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_v1(self) -> SchedulerSpec:
-        for key in ("long_prefill_token_threshold", "reserve_full_prompt"):
-            if key in self.model_fields_set and self.kind != "vllm-v1":
+        # a value other than the default (a dumped spec carries the defaults too)
+        for key, is_set in (
+            ("long_prefill_token_threshold", self.long_prefill_token_threshold != 0),
+            ("reserve_full_prompt", not self.reserve_full_prompt),
+        ):
+            if is_set and self.kind != "vllm-v1":
                 raise ValueError(
                     f"scheduler.{key} is a rule of vLLM V1's scheduler (kind 'vllm-v1'), "
                     f"not of {self.kind!r}"

@@ -12,7 +12,7 @@ from pagesim.errors import ConfigError
 from pagesim.simulator import simulate
 from pagesim.simulator.run import run_engine
 from pagesim.simulator.schedulers import SCHEDULERS, VllmV1Scheduler
-from pagesim.simulator.spec import SchedulerSpec, run_spec_from_dict
+from pagesim.simulator.spec import RunSpec, SchedulerSpec, run_spec_from_dict
 
 
 def v1(num_blocks, block_size=4, *, max_model_len=64, caching=True, **spec):
@@ -248,7 +248,7 @@ def test_spec_keys_belong_to_vllm_v1_and_paged_v1():
     with pytest.raises(ConfigError, match="long_prefill_token_threshold is a rule of vLLM V1"):
         run_spec_from_dict({"scheduler": {"long_prefill_token_threshold": 64}})
     with pytest.raises(ConfigError, match="reserve_full_prompt is a rule of vLLM V1"):
-        run_spec_from_dict({"scheduler": {"kind": "vllm", "reserve_full_prompt": True}})
+        run_spec_from_dict({"scheduler": {"kind": "vllm", "reserve_full_prompt": False}})
     with pytest.raises(ConfigError, match="recompute only"):
         run_spec_from_dict({**doc, "scheduler": {"kind": "vllm-v1", "preemption_mode": "swap"}})
     with pytest.raises(ConfigError, match="cannot be greater than max_model_len"):
@@ -256,12 +256,41 @@ def test_spec_keys_belong_to_vllm_v1_and_paged_v1():
             {**doc, "scheduler": {"kind": "vllm-v1", "long_prefill_token_threshold": 4096}}
         )
     with pytest.raises(ConfigError, match="watermark does not apply to paged-v1"):
-        run_spec_from_dict({**doc, "allocator": {"kind": "paged-v1", "watermark": 0.01}})
+        run_spec_from_dict({**doc, "allocator": {"kind": "paged-v1", "watermark": 0.05}})
     with pytest.raises(ConfigError, match="swap_space_gib does not apply to paged-v1"):
         run_spec_from_dict({**doc, "allocator": {"kind": "paged-v1", "swap_space_gib": 1.0}})
+    # a dumped spec reads back
+    full = run_spec_from_dict(
+        {**doc, "scheduler": {"kind": "vllm-v1", "long_prefill_token_threshold": 64}}
+    )
+    assert run_spec_from_dict(full.model_dump(mode="json")) == full
+    assert run_spec_from_dict(RunSpec().model_dump(mode="json")) == RunSpec()
     with pytest.raises(ConfigError, match="pinned is the paper prototype's rule"):
         simulate(
             run_spec_from_dict(
                 {**doc, "allocator": {"kind": "paged-v1", "prefix_caching": "pinned"}}
             )
         )
+
+
+def test_the_pool_is_the_engine_num_gpu_blocks():
+    """A server's pool: ``hardware.kv_slots`` = its "GPU KV cache size" in tokens,
+    ``num_gpu_blocks`` x ``block_size``; the null block is one of them."""
+    from pagesim.allocators import make_allocator
+    from pagesim.simulator.memory import kv_pool
+
+    spec = run_spec_from_dict(
+        {
+            "hardware": {"kv_slots": 2_000 * 16},
+            "allocator": {"kind": "paged-v1", "block_size": 16},
+            "scheduler": {"kind": "vllm-v1"},
+        }
+    )
+    pool = kv_pool(spec.hardware, swap_space_gib=spec.allocator.swap_space_gib)
+    alloc = make_allocator(
+        spec.allocator,
+        capacity_slots=pool.capacity_slots,
+        cpu_capacity_slots=pool.cpu_capacity_slots,
+        max_model_len=spec.max_model_len,
+    )
+    assert (alloc.num_total_blocks, alloc.num_usable_blocks) == (2_000, 1_999)
