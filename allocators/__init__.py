@@ -3,6 +3,9 @@
 - ``PagedAllocator`` (paged.py): vLLM v0 block manager — copy-on-write, prefix caching, swap;
   its block tables and the running totals that make a decode step O(1) are its base
   class, ``LockstepTables`` (lockstep.py);
+- ``PagedV1Allocator`` (paged_v1.py): vLLM V1's KV cache manager (hashed full blocks, an
+  LRU free queue, the null block), for the ``vllm-v1`` scheduler; its pool is
+  v1_pool.py, its tables and running totals v1_tables.py;
 - ``ContiguousAllocator`` (contiguous.py): Orca's Max / Pow2 / Oracle reservations,
   placed by ``BuddyHeap`` (buddy.py) or ``FirstFitHeap`` (first_fit.py);
 - ``make_allocator`` / ``ALLOCATORS`` (registry.py): build one from an ``AllocatorSpec``.
@@ -31,6 +34,7 @@ _LAZY = {
     "ContiguousAllocator": "pagesim.allocators.contiguous",
     "FirstFitHeap": "pagesim.allocators.first_fit",
     "PagedAllocator": "pagesim.allocators.paged",
+    "PagedV1Allocator": "pagesim.allocators.paged_v1",
     "LRUEvictor": "pagesim.allocators.prefix_cache",
     "prompt_block_keys": "pagesim.allocators.prefix_cache",
     "ALLOCATORS": "pagesim.allocators.registry",
@@ -55,6 +59,7 @@ __all__ = [
     "LRUEvictor",
     "MemoryUsage",
     "PagedAllocator",
+    "PagedV1Allocator",
     "PrefixCacheCounters",
     "Transfers",
     "make_allocator",

@@ -13,8 +13,9 @@ Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 
 Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
 checked against the dicts that register the plug-ins, and which allocators a
-scheduler runs on comes from the two classes (``Scheduler.needs_paged``,
-``KVAllocator.is_paged``): adding a plug-in is one file and one line in its dict.
+scheduler runs on comes from the two classes (``Scheduler.needs_paged`` and
+``KVAllocator.is_paged``; ``kv_interface``, the verbs they speak, on both): adding a
+plug-in is one file and one line in its dict.
 """
 
 from __future__ import annotations
@@ -104,6 +105,17 @@ class SchedulerSpec(_Spec):
     count as prompts x longest in the budget, and its padding (those tokens less the
     prompts' own) may not exceed ``max_paddings`` (v0.2's ``--max-paddings``, default 256;
     None: no cap). Off by default (vLLM v0.3 and later pack prompts without padding).
+
+    vllm-v1: vLLM's V1 engine (``schedulers/vllm_v1.py``, on allocator ``paged-v1``): one
+    budget of ``max_num_batched_tokens`` tokens per step, spent on the running requests
+    first, then on admitting waiting ones (at most ``max_num_seqs`` running); prompts
+    are computed in chunks; preemption recomputes (``preemption_mode`` ``auto`` or
+    ``recompute``). ``long_prefill_token_threshold`` (V1's, default 0: off) caps the
+    tokens one request computes in a step. ``reserve_full_prompt`` (v0.19's
+    ``scheduler_reserve_full_isl``, default true) admits a request only if all its
+    tokens fit the free blocks; false is v0.15.1, which asks only for its first chunk.
+    V1's own budget defaults are 2048 tokens and 256 requests on GPUs under 70 GiB
+    and on A100s, 8192 and 1024 on larger ones (``vllm serve``).
     """
 
     kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
@@ -117,6 +129,27 @@ class SchedulerSpec(_Spec):
     beam_keep_prob: float = Field(default=0.0, ge=0, le=1)
     prefill_padding: bool = False
     max_paddings: int | None = Field(default=None, ge=0)
+    long_prefill_token_threshold: int = Field(default=0, ge=0)
+    reserve_full_prompt: bool = True
+
+    @model_validator(mode="after")
+    def _check_v1(self) -> SchedulerSpec:
+        # a value other than the default (a dumped spec carries the defaults too)
+        for key, is_set in (
+            ("long_prefill_token_threshold", self.long_prefill_token_threshold != 0),
+            ("reserve_full_prompt", not self.reserve_full_prompt),
+        ):
+            if is_set and self.kind != "vllm-v1":
+                raise ValueError(
+                    f"scheduler.{key} is a rule of vLLM V1's scheduler (kind 'vllm-v1'), "
+                    f"not of {self.kind!r}"
+                )
+        if self.kind == "vllm-v1" and self.preemption_mode == "swap":
+            raise ValueError(
+                "scheduler.preemption_mode: vLLM V1 preempts by recompute only; "
+                "allowed for kind 'vllm-v1': auto, recompute"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_padding(self) -> SchedulerSpec:
@@ -235,6 +268,12 @@ class RunSpec(_Spec):
         reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
         if reason is not None:
             raise ValueError(reason)
+        if self.scheduler.long_prefill_token_threshold > self.max_model_len:
+            raise ValueError(
+                f"scheduler.long_prefill_token_threshold "
+                f"({self.scheduler.long_prefill_token_threshold}) cannot be greater than "
+                f"max_model_len ({self.max_model_len}) (vLLM V1's rule)"
+            )
         return self
 
 
@@ -244,10 +283,17 @@ def pairing_problem(scheduler_kind: str, allocator_kind: str) -> str | None:
     from pagesim.simulator.schedulers import SCHEDULERS
 
     sched, alloc = SCHEDULERS[scheduler_kind], ALLOCATORS[allocator_kind]
-    if sched.needs_paged == alloc.is_paged:
+
+    def fits(cls) -> bool:
+        return cls.is_paged == sched.needs_paged and cls.kv_interface == sched.kv_interface
+
+    if fits(alloc):
         return None
-    fitting = sorted(k for k, a in ALLOCATORS.items() if a.is_paged == sched.needs_paged)
-    need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
+    fitting = sorted(k for k, a in ALLOCATORS.items() if fits(a))
+    if sched.kv_interface == "kv-cache-manager":
+        need = "vLLM V1's KV cache manager"
+    else:
+        need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
     return (
         f"scheduler {scheduler_kind!r} needs {need} ({', '.join(fitting)}), "
         f"got {allocator_kind!r}: {sched.pairing_note}"
