@@ -17,6 +17,7 @@ from pagesim.errors import DataError
 #: dataset name -> the module that reads it
 DATASETS = {
     "distserve_vllm_opt13b": "pagesim.experiments.validation.distserve",
+    "llmservingsim_vllm019": "pagesim.experiments.validation.vllm019",
 }
 
 
@@ -34,5 +35,5 @@ def recognise(folder: Path) -> ModuleType:
             return module
     raise DataError(
         f"--data {folder}: not a dataset pagesim knows ({', '.join(DATASETS)}): DistServe's "
-        "vllm-N-RATE.csv runs"
+        "vllm-N-RATE.csv runs, or LLMServingSim's <GPU>/<model>/vllm/ runs beside workloads/"
     )

@@ -31,8 +31,8 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     table = vcsv.frame(rows)
     if study.intervals is not None:
         table = with_intervals(study, table)
-    goals = dataset.goals(study, table)
     study.sections = dataset.sections(study, table, replays) + interval_lines(study, table)
+    goals = dataset.goals(study, table)
     return study, table, goals, replays
 
 
