@@ -18,6 +18,7 @@ from pagesim.errors import DataError
 DATASETS = {
     "distserve_vllm_opt13b": "pagesim.experiments.validation.distserve",
     "llmservingsim_vllm019": "pagesim.experiments.validation.vllm019",
+    "inference_sim_h100_v0151": "pagesim.experiments.validation.h100",
 }
 
 
@@ -35,5 +36,6 @@ def recognise(folder: Path) -> ModuleType:
             return module
     raise DataError(
         f"--data {folder}: not a dataset pagesim knows ({', '.join(DATASETS)}): DistServe's "
-        "vllm-N-RATE.csv runs, or LLMServingSim's <GPU>/<model>/vllm/ runs beside workloads/"
+        "vllm-N-RATE.csv runs, LLMServingSim's <GPU>/<model>/vllm/ runs beside workloads/, or "
+        "inference-sim's <experiment>/results/stage_N_lifecycle_metrics.json"
     )

@@ -26,7 +26,7 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     replays, rows = {}, []
     for vrun, cost in pairs:
         rep = replays[(vrun.name, cost.name)] = replay(vrun, cost)
-        rows += closed_loop_rows(study, vrun, cost.name, rep)
+        rows += getattr(dataset, "closed_loop_rows", closed_loop_rows)(study, vrun, cost.name, rep)
     rows += dataset.open_loop_rows(study)
     table = vcsv.frame(rows)
     if study.intervals is not None:
