@@ -190,6 +190,8 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             "fit": fit_result,
             "profile": profile,
             "pools": pools(manifest),
+            "bias_note": "here, a KV pool larger than the real one: above saturation the "
+            "error is a bias, not spread",
         },
         saturation_ttft_s=manifest.saturation_ttft_s,
         intervals=manifest.intervals,

@@ -11,6 +11,11 @@ prompts (their token ids give the prefix hits), the engine's arrival times, and 
 pool the engine reported (``num_gpu_blocks``; where the run did not record it, V1's
 memory model, :func:`~pagesim.simulator.memory.vllm_v1_pool`, its terms on the page).
 
+Intervals (:mod:`.intervals`, fixed before any was computed): 40 replicates per run of
+the headline, each drawing one multiplier per kernel term from its held-out residuals
+(source ``cost``; there is no serving path), nominal 90%, the conformal factor fitted
+leave-one-run-out over the three runs.
+
 Cost models: ``kernels`` (headline): the profile imported from the same vLLM's layer
 timings on the same GPU (``calibrate/llmservingsim.py``; nothing fitted on these runs);
 ``analytic``: the roofline of the GPU spec. The mixture-of-experts run (Qwen3-30B-A3B)
@@ -21,6 +26,7 @@ is not replayed: pagesim does not model experts (said on the page). Every run is
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -44,6 +50,8 @@ MODELS = {
 }
 NOT_MODELLED = "a mixture-of-experts model (expert routing and expert parallelism are not modelled)"
 GOAL_LATENCY = 0.05
+#: how the intervals are made (module docstring)
+INTERVALS = SimpleNamespace(nominal=0.9, replicates=40, sources=["cost"], seed=0)
 GOAL_BLOCKS_POINTS = 5.0
 
 
@@ -151,6 +159,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
         ],
         command=COMMAND,
         extra={"skipped": skipped},
+        intervals=INTERVALS,
     )
     return study
 
