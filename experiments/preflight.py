@@ -20,7 +20,7 @@ def preflight(spec: RunSpec) -> str | None:
     from pagesim.experiments.inputs import run_input_files
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.memory import kv_pool
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
     from pagesim.workloads.registry import WORKLOADS
 
     source = WORKLOADS.get(spec.workload.name)

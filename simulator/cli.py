@@ -107,10 +107,10 @@ def _run(args: argparse.Namespace) -> int:
 
     from pagesim.errors import ConfigError
     from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.simulator.result import METRIC_COLUMNS
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
-    from pagesim.simulator.specs import get_gpu, get_model
     from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
     _check_registered(args)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pagesim.errors import ConfigError
-from pagesim.simulator.specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
+from pagesim.simulator.model_gpu_specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
 
 if TYPE_CHECKING:
     from pagesim.simulator.spec import HardwareSpec

@@ -66,7 +66,7 @@ def _profile_name(gpu: str, model: str, tp: int) -> str:
 def read_runs(folder: Path) -> tuple[list[ValidationRun], list[str]]:
     """The dense runs ready to replay, and a line for each run that is not."""
     from pagesim.simulator.memory import vllm_v1_pool
-    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.workloads.llmservingsim import read_run, replay_trace
 
     runs, skipped = [], []

@@ -47,7 +47,7 @@ here, not a result. A measured profile (``pagesim calibrate``) replaces all of t
 from __future__ import annotations
 
 from pagesim.simulator.costmodel.profile import Profile, Term
-from pagesim.simulator.specs import GPUSpec
+from pagesim.simulator.model_gpu_specs import GPUSpec
 
 GEMM_EFF_FLOPS = 0.70
 GEMM_EFF_BW = 0.80

@@ -68,8 +68,8 @@ from pagesim.simulator.request import (
     SequenceGroup,
 )
 from pagesim.simulator.schedulers.beams import BeamSteps
+from pagesim.simulator.schedulers.spec import SchedulerSpec
 from pagesim.simulator.schedulers.step import Step
-from pagesim.simulator.spec import SchedulerSpec
 
 
 def reservation_never_fits_reason(

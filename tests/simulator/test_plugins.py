@@ -20,8 +20,6 @@ class EagerScheduler(VllmScheduler):
     kind = "eager-test"
 
 
-
-
 def test_a_registered_scheduler_and_allocator_are_usable_everywhere(monkeypatch, capsys):
     from pagesim.cli import main
 
@@ -48,8 +46,14 @@ def test_a_registered_scheduler_and_allocator_are_usable_everywhere(monkeypatch,
 
 
 def _kinds(is_paged: bool) -> str:
-    """The registered allocators of one kind, as the pairing rule lists them."""
-    return ", ".join(sorted(k for k, cls in ALLOCATORS.items() if cls.is_paged == is_paged))
+    """The registered allocators of one kind speaking v0's allocator verbs, as the rule lists them."""
+    return ", ".join(
+        sorted(
+            k
+            for k, cls in ALLOCATORS.items()
+            if cls.is_paged == is_paged and cls.kv_interface == "allocator"
+        )
+    )
 
 
 def test_unknown_names_list_what_is_registered():

@@ -13,9 +13,9 @@ from pagesim.simulator import simulate
 from pagesim.simulator.costmodel.factory import cost_model_for
 from pagesim.simulator.costmodel.profile import load_profile, profile_from_dict
 from pagesim.simulator.memory import vllm_v02_pool
+from pagesim.simulator.model_gpu_specs import GIB, get_gpu, get_model
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.spec import run_spec_from_dict
-from pagesim.simulator.specs import GIB, get_gpu, get_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_profile.yaml"
 SERVING = {
