@@ -220,6 +220,10 @@ class KVAllocator(ABC):
     needs_true_output_len: bool = False
     #: True for block-based allocators (swap, fork sharing, prefix caching available)
     is_paged: ClassVar[bool] = False
+    #: the verbs a scheduler uses on it: ``allocator`` (this interface's) or
+    #: ``kv-cache-manager`` (vLLM V1's ``allocate_slots``, ``allocators/paged_v1.py``);
+    #: a scheduler runs only on allocators that speak its ``kv_interface``
+    kv_interface: ClassVar[str] = "allocator"
 
     @classmethod
     def pool_problem(cls, spec, *, capacity_slots: int, max_model_len: int) -> str | None:

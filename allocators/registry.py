@@ -3,7 +3,7 @@
 ``ALLOCATORS`` maps ``AllocatorSpec.kind`` to the allocator class (adding an allocator
 means one file and one line here). Everything else reads this dict: the spec's allowed
 ``kind`` values, the CLI's choices, and the scheduler pairing rule (through each class's
-``is_paged``). Each class builds itself from the spec with ``from_spec``, told the
+``is_paged`` and ``kv_interface``). Each class builds itself from the spec with ``from_spec``, told the
 workload's shared prefix (a paged pool pins it under ``prefix_caching: pinned``). Sizes are in
 token slots: paged pools get ``capacity_slots // block_size`` GPU blocks and
 ``cpu_capacity_slots // block_size`` CPU blocks; contiguous pools get
@@ -15,11 +15,13 @@ from __future__ import annotations
 from pagesim.allocators.base import KVAllocator
 from pagesim.allocators.contiguous import ContiguousAllocator
 from pagesim.allocators.paged import PagedAllocator
+from pagesim.allocators.paged_v1 import PagedV1Allocator
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
 
 ALLOCATORS: dict[str, type[KVAllocator]] = {
     "paged": PagedAllocator,
+    "paged-v1": PagedV1Allocator,
     "max": ContiguousAllocator,
     "pow2": ContiguousAllocator,
     "oracle": ContiguousAllocator,

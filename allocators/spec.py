@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from pagesim.specbase import OneOf, Registered
 from pagesim.specbase import StrictSpec as _Spec
@@ -27,6 +27,9 @@ class AllocatorSpec(_Spec):
     ``granule_slots``-slot granules: ``buddy`` (lowest address, the whole pool merges),
     ``first_fit``, or ``artifact-buddy`` (the PagedAttention artifact's Orca: the pool
     cut into ``max_model_len``-long chunks, LIFO free lists, merges within a chunk).
+    paged-v1: vLLM V1's KV cache manager, for scheduler ``vllm-v1`` (``block_size``;
+    ``prefix_caching`` ``true`` or ``false``, on unless set, as in V1; no watermark, no
+    swap space: see ``allocators/paged_v1.py``).
     """
 
     kind: Annotated[str, Registered("pagesim.allocators.registry", "ALLOCATORS", "allocator")] = (
@@ -40,3 +43,30 @@ class AllocatorSpec(_Spec):
         str, Registered("pagesim.allocators.contiguous", "PLACEMENTS", "placement")
     ] = "buddy"
     granule_slots: int = Field(default=16, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _v1_caches_by_default(cls, data: Any) -> Any:
+        """vLLM V1 caches prefixes unless told not to: paged-v1's ``prefix_caching``
+        defaults to true (the spec then says so)."""
+        if (
+            isinstance(data, dict)
+            and data.get("kind") == "paged-v1"
+            and "prefix_caching" not in data
+        ):
+            return {**data, "prefix_caching": True}
+        return data
+
+    @model_validator(mode="after")
+    def _check_v1(self) -> AllocatorSpec:
+        if self.kind == "paged-v1":
+            # a value other than the default (a dumped spec carries the defaults too)
+            for key, why, is_set in (
+                ("watermark", "no watermark", self.watermark != 0.01),
+                ("swap_space_gib", "no swap", self.swap_space_gib != 4.0),
+            ):
+                if is_set:
+                    raise ValueError(
+                        f"allocator.{key} does not apply to paged-v1: vLLM V1 has {why}"
+                    )
+        return self

@@ -5,7 +5,7 @@ on another pagesim build for comparison.
         [--azure-csv PATH] [--num-requests N]
 
 CASE is any of ``sharegpt``, ``azure``, ``saturate``, ``beam``, ``parallel``, ``prefix``,
-``orca`` (default: all). Every case runs in a child process (so peak memory is its
+``orca``, ``v1`` (default: all). Every case runs in a child process (so peak memory is its
 own) and prints the median wall time of its repeats, simulated requests and engine
 steps per second, and the child's peak resident memory.
 
@@ -39,7 +39,10 @@ Cases (targets in parentheses):
   n = 4 parallel samples (alpaca-like, 8 req/s), and prefix caching over a 256-token
   shared system prompt (ShareGPT, 2 req/s);
 - orca: Orca (Max) over a buddy heap, ShareGPT at 2 req/s, 3,000 requests, the Figure 2
-  KV pool of 15,728 slots.
+  KV pool of 15,728 slots;
+- v1: the sharegpt case under vLLM V1's scheduler and KV cache manager (``vllm-v1`` on
+  ``paged-v1``, prefix caching on, as V1 runs), timed beside the sharegpt case itself
+  (``vllm``) in the same sitting, with the ratio of the two (<= 1.5x ``vllm``'s time).
 """
 
 from __future__ import annotations
@@ -127,6 +130,16 @@ CASES: dict[str, dict] = {
         scheduler={"kind": "orca"},
         allocator={"kind": "max"},
     ),
+    "v1": {
+        "doc": {
+            **SHAREGPT,
+            "allocator": {"kind": "paged-v1", "block_size": 16},
+            "scheduler": {"kind": "vllm-v1"},
+        },
+        "beside": SHAREGPT,
+        "repeats": 3,
+        "target": {"max_ratio_beside": 1.5},
+    },
 }
 
 #: run in the child: simulate the case `repeats` times, print one JSON line
@@ -270,6 +283,12 @@ def verdicts(target: dict, this: dict) -> list[str]:
         out.append(
             f"peak RSS <= {limit:,.0f} MiB: {'met' if rss <= limit else 'not met'} ({rss:,.0f} MiB)"
         )
+    if "max_ratio_beside" in target:
+        limit, ratio = target["max_ratio_beside"], this["ratio_beside"]
+        out.append(
+            f"<= {limit:g}x the time of the case beside it: "
+            f"{'met' if ratio <= limit else 'not met'} ({ratio:.2f}x)"
+        )
     return out
 
 
@@ -309,6 +328,16 @@ def main() -> int:
             f"{int(this['rejected']):,} rejected, {int(this['steps']):,} steps",
             flush=True,
         )
+        if "beside" in case:
+            beside_doc = json.loads(json.dumps(case["beside"]))
+            if args.num_requests:
+                beside_doc["workload"]["num_requests"] = args.num_requests
+            beside = run_child(sys.executable, beside_doc, repeats, whole)
+            this["ratio_beside"] = this["wall_s"] / beside["wall_s"]
+            print(line(f"beside it, {json.dumps(beside_doc['scheduler'])}", beside), flush=True)
+            print(
+                f"    this case / beside it: {this['ratio_beside']:.2f}x the time", flush=True
+            )
         if args.baseline:
             base = run_child(args.baseline, doc, repeats, whole)
             print(line("baseline", base), flush=True)

@@ -35,7 +35,7 @@ from pagesim.calibrate.fit import TermFit
 from pagesim.calibrate.grid import BLOCK_SIZES, CORE_BLOCK_SIZE, DTYPE_BYTES
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Term, load_profile
-from pagesim.simulator.specs import GPUS
+from pagesim.simulator.model_gpu_specs import GPUS
 
 SHIPPED_PROFILE = Path(__file__).resolve().parent / "profiles" / "h100-sxm-vidur" / "profile.yaml"
 BANDWIDTH_PNG = "decode_bandwidth.png"

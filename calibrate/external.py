@@ -39,7 +39,7 @@ from pagesim.errors import ConfigError
 from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
-from pagesim.simulator.specs import GPUS
+from pagesim.simulator.model_gpu_specs import GPUS
 
 PROFILE_YAML = "profile.yaml"
 TARGET_HELDOUT_MAPE = 0.05

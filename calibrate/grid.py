@@ -40,7 +40,7 @@ from pagesim.calibrate.models import ModelDims
 from pagesim.calibrate.sources import HEAD_DIMS
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.model import layer_gemm_shapes, lm_head_shape
-from pagesim.simulator.specs import get_model
+from pagesim.simulator.model_gpu_specs import ModelSpec, get_model
 
 DTYPE_BYTES = 2
 MAX_CONTEXT = 8192
@@ -82,8 +82,17 @@ class GridSpec:
     block_sweep: tuple[tuple[int, int], ...] = ()
     #: (batch, context) shapes timed with the single-pass and with the partitioned kernel
     variant_pairs: tuple[tuple[int, int], ...] = ()
-    #: models (``simulator.specs.MODELS``) whose layer and LM-head GEMMs are timed
+    #: models (``simulator.model_gpu_specs.MODELS``) whose layer and LM-head GEMMs are timed,
+    #: each as ``name`` (one GPU) or ``name@tpN`` (the shapes of one GPU of a TP-N group)
     gemm_models: tuple[str, ...] = ()
+
+
+def gemm_model(entry: str) -> tuple[ModelSpec, int]:
+    """The model and tensor-parallel degree of a ``gemm_models`` entry (``name`` or ``name@tpN``)."""
+    name, sep, tp = entry.partition("@tp")
+    if sep and not tp.isdigit():
+        raise ValueError(f"gemm_models entry {entry!r}: expected NAME or NAME@tpN")
+    return get_model(name), int(tp) if sep else 1
 
 
 FULL_GRID = GridSpec(
@@ -99,7 +108,7 @@ FULL_GRID = GridSpec(
     block_sweep=((8, 4096), (64, 1024), (64, 4096)),
     variant_pairs=((1, 1024), (1, 4096), (4, 2048), (8, 4096), (16, 2048), (64, 2048), (256, 1024)),
     # the models of the shipped experiments (tests/calibrate/test_gpu_task.py checks)
-    gemm_models=("opt-13b", "llama-13b", "llama-2-7b"),
+    gemm_models=("opt-13b", "llama-13b", "llama-2-7b", "opt-66b@tp4", "opt-175b@tp8"),
 )
 
 QUICK_GRID = GridSpec(
@@ -299,9 +308,9 @@ def _report_cases(
                 )
     seen = {(c.params["k"], c.params["n"]) for c in planned if c.term == "gemm"}
     for name in spec.gemm_models:
-        model = get_model(name)
-        layers = dict(zip(LAYER_GEMM_NAMES, layer_gemm_shapes(model, 1), strict=True))
-        layers["lm_head"] = lm_head_shape(model, 1)
+        model, tp = gemm_model(name)
+        layers = dict(zip(LAYER_GEMM_NAMES, layer_gemm_shapes(model, tp), strict=True))
+        layers["lm_head"] = lm_head_shape(model, tp)
         for layer, (k, n) in layers.items():
             if (k, n) in seen:
                 continue

@@ -36,7 +36,7 @@ from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
 from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
-from pagesim.simulator.specs import GPUS
+from pagesim.simulator.model_gpu_specs import GPUS
 
 #: one prefill per row: the per-sequence coefficient would be a second constant; one block
 #: size (16): a per-block cost cannot be told apart from a per-byte one

@@ -59,7 +59,7 @@ from pagesim.calibrate.tables import TOKENS, read_table
 from pagesim.errors import ConfigError, DataError
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.model import layer_gemm_shapes, lm_head_shape
-from pagesim.simulator.specs import ModelSpec, get_model
+from pagesim.simulator.model_gpu_specs import ModelSpec, get_model
 
 US = 1e-6
 DTYPE_BYTES = 2

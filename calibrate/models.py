@@ -2,7 +2,7 @@
 
 Sources: OPT (Zhang et al., 2022, Table 1 of arXiv:2205.01068) and LLaMA (Touvron et al.,
 2023, Table 2 of arXiv:2302.13971); the PagedAttention paper evaluates OPT-13B/66B/175B and
-LLaMA-13B. ``pagesim.simulator.specs.MODELS``, where it exists and names the model, is read
+LLaMA-13B. ``pagesim.simulator.model_gpu_specs.MODELS``, where it exists and names the model, is read
 first so that the simulator and the calibration agree; this table is the fallback.
 """
 
@@ -56,9 +56,9 @@ KNOWN_MODELS = {
 
 
 def _from_simulator_specs(name: str) -> ModelDims | None:
-    """Read ``pagesim.simulator.specs.MODELS[name]`` if that module and entry exist."""
+    """Read ``pagesim.simulator.model_gpu_specs.MODELS[name]`` if that module and entry exist."""
     try:
-        from pagesim.simulator.specs import MODELS  # type: ignore[import-not-found]
+        from pagesim.simulator.model_gpu_specs import MODELS  # type: ignore[import-not-found]
     except ImportError:
         return None
     spec = MODELS.get(name) if hasattr(MODELS, "get") else None
@@ -90,13 +90,13 @@ def model_dims(name: str) -> ModelDims:
 
 
 def closest_gpu_spec(device_name: str, memory_bytes: int | None = None) -> str:
-    """The key of ``pagesim.simulator.specs.GPUS`` that best matches a device's name.
+    """The key of ``pagesim.simulator.model_gpu_specs.GPUS`` that best matches a device's name.
 
     Score: how many of the key's dash-separated parts (``a100``, ``40gb``, ``sxm``) occur in
     the lower-cased device name; ties, and devices matching no key, go to the spec whose
     memory size is closest. Used for the profile's ``gpu_spec`` (projection to other GPUs).
     """
-    from pagesim.simulator.specs import GPUS
+    from pagesim.simulator.model_gpu_specs import GPUS
 
     name = device_name.lower().replace(" ", "-")
 

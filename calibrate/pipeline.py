@@ -45,7 +45,7 @@ from pagesim.errors import ConfigError, DataError
 from pagesim.files import atomic_write_text
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import Profile, load_profile
-from pagesim.simulator.specs import GPUS
+from pagesim.simulator.model_gpu_specs import GPUS
 
 META_JSON = "calibration.json"
 PROFILE_YAML = "profile.yaml"

@@ -490,7 +490,7 @@ def serving_profile(
     """``base_ref``'s profile (None: the analytic one of ``gpu_name``) with ``fit``'s
     chosen serving path, the command and the server named (the same bytes whoever calls)."""
     from pagesim.simulator.costmodel.factory import resolve_profile
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     base = resolve_profile(base_ref, get_gpu(gpu_name))
     serving = fit.serving_path(

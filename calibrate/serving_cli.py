@@ -140,7 +140,7 @@ def _fit_serving(args: argparse.Namespace) -> int:
     from pagesim.calibrate.serving import fit_serving, report_lines, serving_profile
     from pagesim.files import atomic_write_text
     from pagesim.simulator.costmodel.factory import cost_model_for
-    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     runs = [read_records(p) for p in args.records]
     paths = [Path(p) for p in args.records]

@@ -43,7 +43,7 @@ import pandas as pd
 from pagesim.calibrate.tables import BATCH, POSITIVE_TOKENS, TP, read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.iteration import uniform_decode_features, uniform_prefill_features
-from pagesim.simulator.specs import get_gpu, get_model
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
 MS = 1e-3
 REQUIRED = (

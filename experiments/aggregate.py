@@ -110,7 +110,7 @@ def interval_factor(run_spec, nominal: float) -> tuple[float, str]:
     """The conformal factor a run's profile records for ``nominal`` coverage, and what it
     was fitted on (1 and "raw" when the profile records none for that coverage)."""
     from pagesim.simulator.costmodel.factory import resolve_profile
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     hw = run_spec.hardware
     calibration = resolve_profile(hw.profile, get_gpu(hw.gpu)).intervals

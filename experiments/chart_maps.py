@@ -19,35 +19,45 @@ USED_COLUMNS = ("mem_token_frac", "mem_reserved_frac", "mem_internal_frag_frac")
 
 
 def memory_over_time(ctx: ChartContext, chart: ChartSpec) -> Figure:
-    """KV memory held by requests over time, one line per point (first seed): solid =
-    held (token states + reservation + internal fragmentation), dashed = token states.
-    ``y`` picks one time-series column instead."""
-    fig = new_figure(width_in=8.0)
-    ax = fig.axes[0]
+    """KV memory held by requests over time, as small multiples: one panel per point
+    (first seed), on shared axes, so that ten points are ten readable panels rather than
+    ten overlapping lines. Solid = held (token states + reservation + internal
+    fragmentation), dashed = token states. ``y`` picks one time-series column instead."""
     names = [name.replace("\n", ", ") for name in ctx.point_names()]
-    for point_id, label in zip(ctx.results["point"], names, strict=True):
+    points = list(zip(ctx.results["point"], names, strict=True))
+    cols = min(len(points), 4)
+    rows = -(-len(points) // cols)
+    fig = Figure(figsize=(3.4 * cols, 2.6 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True).ravel()
+    for ax, (point_id, label) in zip(axes, points, strict=False):
         series = ctx.timeseries(point_id)
         if chart.y is not None:
             if chart.y not in series.columns:
                 raise ChartUnavailable(f"y {chart.y!r} is not a time-series column")
-            ax.plot(series["t_s"], series[chart.y], label=str(label))
-            continue
-        missing = [c for c in ("t_s", *USED_COLUMNS) if c not in series.columns]
-        if missing:
-            raise ChartUnavailable(f"time series lacks columns {missing}")
-        held = 100.0 * series[list(USED_COLUMNS)].sum(axis=1)
-        (line,) = ax.plot(series["t_s"], held, label=f"{label}: held")
-        ax.plot(
-            series["t_s"],
-            100.0 * series["mem_token_frac"],
-            linestyle="--",
-            color=line.get_color(),
-            label=f"{label}: token states",
-        )
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel(axis_label(chart.y) if chart.y else "KV cache capacity (%)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+            ax.plot(series["t_s"], series[chart.y])
+        else:
+            missing = [c for c in ("t_s", *USED_COLUMNS) if c not in series.columns]
+            if missing:
+                raise ChartUnavailable(f"time series lacks columns {missing}")
+            held = 100.0 * series[list(USED_COLUMNS)].sum(axis=1)
+            (line,) = ax.plot(series["t_s"], held, label="held")
+            ax.plot(
+                series["t_s"],
+                100.0 * series["mem_token_frac"],
+                linestyle="--",
+                color=line.get_color(),
+                label="token states",
+            )
+        ax.set_title(str(label), fontsize=8)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[len(points) :]:
+        ax.set_visible(False)
+    for ax in axes[::cols]:
+        ax.set_ylabel(axis_label(chart.y) if chart.y else "KV capacity (%)", fontsize=8)
+    for ax in axes[(rows - 1) * cols :]:
+        ax.set_xlabel("simulated time (s)", fontsize=8)
+    if chart.y is None:
+        axes[0].legend(fontsize="x-small", loc="upper left")
     fig.suptitle(title_of(ctx, chart, "KV memory over time"))
     return fig
 

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from pagesim.experiments import chart_bars, chart_lines, chart_maps
@@ -36,7 +37,8 @@ CHART_KINDS = {
 def draw_charts(
     spec: ExperimentSpec, results: pd.DataFrame, out_dir: Path
 ) -> tuple[list[Path], list[str]]:
-    """Draw every chart of ``spec`` into ``out_dir``: (PNG paths, why-not messages)."""
+    """Draw every chart of ``spec`` into ``out_dir``, as PNG and SVG: (PNG paths, why-not
+    messages)."""
     ctx = ChartContext(spec, results, out_dir)
     paths, problems = [], []
     for index, chart in enumerate(spec.charts):
@@ -53,14 +55,19 @@ def draw_charts(
                 engine.set(rect=(0, 0.05, 1, 0.95))
             fig.text(0.005, 0.005, note, fontsize=6.5, ha="left", va="bottom", color="0.35")
         FigureCanvasAgg(fig)
-        path = out_dir / f"{stem}.png"
-        tmp = out_dir / f".tmp-{stem}.png-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            fig.savefig(tmp, dpi=110, format="png", metadata={"Software": None})
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        paths.append(path)
+        for fmt, metadata in (
+            ("png", {"Software": None}),
+            ("svg", {"Date": None, "Creator": None}),
+        ):
+            path = out_dir / f"{stem}.{fmt}"
+            tmp = out_dir / f".tmp-{stem}.{fmt}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            try:
+                with rc_context({"svg.hashsalt": stem}):  # the same bytes for the same results
+                    fig.savefig(tmp, dpi=110, format=fmt, metadata=metadata)
+                tmp.replace(path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        paths.append(out_dir / f"{stem}.png")
     return paths, problems
 
 

@@ -88,6 +88,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         progress=True if args.progress else None,
         variant="quick" if args.quick else "full",
         points=points,
+        vllm_json=args.vllm_json,
     )
     print(
         f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
@@ -270,6 +271,12 @@ def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
         metavar="PATH",
         help="with `paper`: also write the report, without its chart images, to PATH "
         "(docs/fidelity.md)",
+    )
+    run.add_argument(
+        "--vllm-json",
+        action="store_true",
+        help="also write each run as a `vllm bench serve --save-detailed` result "
+        "(vllm_bench/<run>.json: its keys and definitions, per-request arrays)",
     )
     run.add_argument(
         "--intervals",

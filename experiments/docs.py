@@ -28,6 +28,11 @@ An experiment file is YAML: `pagesim validate FILE` checks it and
 Unknown keys and wrong types are errors that name the file, the path in the
 document and what is allowed there.
 
+A point's `label` joins with `+` the values of the first `zip` group (without one: of
+every swept path), or of the swept paths `label_by` lists (`label_by: [scheduler.kind,
+allocator.kind]` names a system whose request rates are zipped with it, so its points
+share one label); charts use it for legends and `paper_targets.yaml` keys by it.
+
 Outputs in `DIR`: `results.csv` (one row per point: `point`, `label`, the swept
 paths, `num_seeds`, the metrics, then the simulator's extra values; with several
 seeds each value is the mean and `<name>_ci95` the 95% t-interval half-width),

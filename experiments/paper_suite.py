@@ -6,6 +6,9 @@ without an edit here. Each runs into its own folder ``OUT/<name>/`` through the
 ordinary runner (progress bars, the run cache, resume after an interruption), and
 ``OUT/report.md`` puts every figure together:
 
+- the headline comparison (``paper_headline.py``): the request rate each system
+  sustains at the same level of latency in every Figure 12 panel (the experiments whose
+  target has ``sustained``), vLLM's ratios over the baselines, the paper's claims beside;
 - for each experiment (in name order): what it runs, its workloads (a synthetic one
   says so), the paper's numbers beside pagesim's with the difference
   (``paper_targets.yaml``, keyed by the experiment's ``paper_figure``), the paper's
@@ -13,7 +16,8 @@ ordinary runner (progress bars, the run cache, resume after an interruption), an
   that remain as written beside the target in ``paper_targets.yaml`` (this module
   states no cause of its own), the simulated points and the charts;
 - the paper numbers of ``paper_targets.yaml`` that no suite experiment compares, and
-  which shipped experiment compares them instead, if any: nothing is left out.
+  which shipped experiment compares them instead, if any, and the paper's figures the
+  suite does not simulate, each with its reason (``not_simulated``): nothing is left out.
 
 Before anything runs, the external data every experiment reads is checked: when some
 is missing the suite stops with one line saying what to download and the command that
@@ -38,10 +42,18 @@ import pandas as pd
 from pagesim import datapaths
 from pagesim.errors import DataError
 from pagesim.experiments.outputs import atomic_write_text
+from pagesim.experiments.paper_headline import headline_lines
 from pagesim.experiments.points import expand_points
 from pagesim.experiments.shipped import shipped_experiments
 from pagesim.experiments.spec import ExperimentSpec
-from pagesim.experiments.summary import _table, comparison_lines, paper_targets, step_cost_lines
+from pagesim.experiments.summary import (
+    _table,
+    comparison_lines,
+    not_simulated,
+    paper_headline,
+    paper_targets,
+    step_cost_lines,
+)
 
 SUITE_NAME = "paper"
 PREFIX = "paper_"
@@ -97,7 +109,7 @@ def missing_data_line(names: list[str]) -> str:
         dataset = datapaths.get_dataset(name)
         steps.append(
             f"download {dataset.raw_file} ({dataset.description}) from {dataset.url} and run: "
-            f"{dataset.prepare_command} --source {dataset.raw_file}"
+            f"{dataset.prepare_steps}"
         )
     return (
         f"the paper suite reads external data not prepared in the data folder "
@@ -185,9 +197,28 @@ def _uncompared_lines(entries: list[SuiteEntry]) -> list[str]:
             else "no shipped experiment compares it yet"
         )
         rows.append([key, target.source, where])
-    if not rows:
-        return ["Every entry of paper_targets.yaml is compared above."]
-    return _table(["target", "the paper's numbers", "where"], rows)
+    lines = (
+        _table(["target", "the paper's numbers", "where"], rows)
+        if rows
+        else ["Every entry of paper_targets.yaml is compared above."]
+    )
+    lines += ["", "The paper's figures the suite does not simulate:", ""]
+    lines += _table(["figure", "why not"], [[k, v] for k, v in not_simulated().items()])
+    return lines
+
+
+def _headline_section(entries: list[SuiteEntry]) -> list[str]:
+    targets = paper_targets()
+    panels = []
+    for entry in entries:
+        target = targets.get(entry.spec.paper_figure or "")
+        if target is not None and target.sustained is not None:
+            panels.append((entry.name, target.sustained, entry.results))
+    return (
+        ["## The headline: request rates sustained at the same latency", ""]
+        + headline_lines(paper_headline(), panels)
+        + [""]
+    )
 
 
 def report_text(
@@ -220,6 +251,7 @@ def report_text(
         figure = entry.spec.paper_figure or "-"
         overview.append([entry.name, figure, entry.num_runs])
     lines += _table(["experiment", "paper target", "runs"], overview) + [""]
+    lines += _headline_section(entries)
     for entry in entries:
         lines += _experiment_section(entry, out_dir, with_charts)
     lines += ["## Paper numbers outside the suite", ""] + _uncompared_lines(entries)

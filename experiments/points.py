@@ -55,8 +55,12 @@ def _axes(spec: ExperimentSpec) -> list[list[dict[str, Any]]]:
 
 
 def _label(spec: ExperimentSpec, path_to_value: dict[str, Any]) -> str:
-    """The first zip group's values joined by ``+``; without zip groups, every swept value."""
-    paths = list(spec.sweep.zip[0]) if spec.sweep.zip else list(spec.sweep.grid)
+    """The values of ``label_by``, else of the first zip group, else of every swept path,
+    joined by ``+``."""
+    if spec.label_by is not None:
+        paths = list(spec.label_by)
+    else:
+        paths = list(spec.sweep.zip[0]) if spec.sweep.zip else list(spec.sweep.grid)
     return LABEL_SEPARATOR.join(str(path_to_value[p]) for p in paths) or spec.name
 
 

@@ -23,7 +23,7 @@ def preflight(spec: RunSpec) -> str | None:
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.footprint import memory_problem
     from pagesim.simulator.memory import kv_pool
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
     from pagesim.workloads.registry import WORKLOADS
 
     source = WORKLOADS.get(spec.workload.name)

@@ -3,7 +3,7 @@
 Each layer keeps its plug-ins in a plain dict (``pagesim.workloads.WORKLOADS``,
 ``pagesim.workloads.arrivals.ARRIVAL_PROCESSES``, ``pagesim.allocators.ALLOCATORS``
 and ``...contiguous.PLACEMENTS``, ``pagesim.simulator.SCHEDULERS``,
-``pagesim.simulator.specs.MODELS`` / ``GPUS``). They are imported lazily, and a
+``pagesim.simulator.model_gpu_specs.MODELS`` / ``GPUS``). They are imported lazily, and a
 registry a layer does not provide (yet) is reported as unavailable rather than
 guessed: name checks against it are then left to the layer that owns it.
 """
@@ -34,8 +34,8 @@ class Registry:
 
 
 REGISTRIES = (
-    Registry("models", "hardware.model", "pagesim.simulator.specs", "MODELS"),
-    Registry("GPUs", "hardware.gpu", "pagesim.simulator.specs", "GPUS"),
+    Registry("models", "hardware.model", "pagesim.simulator.model_gpu_specs", "MODELS"),
+    Registry("GPUs", "hardware.gpu", "pagesim.simulator.model_gpu_specs", "GPUS"),
     Registry("workloads", "workload.name", "pagesim.workloads", "WORKLOADS"),
     Registry("allocators", "allocator.kind", "pagesim.allocators", "ALLOCATORS"),
     Registry("schedulers", "scheduler.kind", "pagesim.simulator", "SCHEDULERS"),

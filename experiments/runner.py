@@ -216,6 +216,34 @@ def _place_run_tables(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[
     return names
 
 
+#: the folder of each run's ``vllm bench serve``-shaped result (``--vllm-json``)
+VLLM_JSON_DIR = "vllm_bench"
+
+
+def _write_vllm_json(runs: list[_Run], cache: RunCache, out_dir: Path) -> list[str]:
+    """Each run (that keeps its tables) as ``vllm bench serve --save-detailed`` writes a
+    result: ``vllm_bench/<run>.json``, from the cached tables and summary."""
+    import json
+    from types import SimpleNamespace
+
+    from pagesim.simulator.vllm_metrics import vllm_bench_result
+
+    (out_dir / VLLM_JSON_DIR).mkdir(parents=True, exist_ok=True)
+    names = []
+    for run in runs:
+        if not run.keeps_tables:
+            continue
+        folder = cache.folder(run.key)
+        summary, extra = cache.load_summary(run.key)
+        requests = pd.read_csv(folder / "requests.csv.gz", keep_default_na=False, na_values=[""])
+        result = SimpleNamespace(requests=requests, summary=summary, extra=extra)
+        doc = vllm_bench_result(result, run.spec.metrics, label=f"pagesim {run.run_id}")
+        name = f"{VLLM_JSON_DIR}/{run.run_id}.json"
+        atomic_write_text(out_dir / name, json.dumps(doc, indent=1) + "\n")
+        names.append(name)
+    return names
+
+
 def _num(values: dict[str, Any], name: str) -> float:
     value = values.get(name, 0.0)
     return float(value) if isinstance(value, int | float) else 0.0
@@ -267,12 +295,16 @@ def _one_line(problems: list[str]) -> str:
     return problems[0] + more
 
 
-def _planned_outputs(spec: ExperimentSpec, runs: list[_Run]) -> list[str]:
+def _planned_outputs(spec: ExperimentSpec, runs: list[_Run], vllm_json: bool = False) -> list[str]:
     names = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
+    if vllm_json:
+        names += [f"{VLLM_JSON_DIR}/{run.run_id}.json" for run in runs if run.keeps_tables]
     names += [
         f"{table}/{run.run_id}.csv.gz" for table in TABLES for run in runs if run.keeps_tables
     ]
-    return names + [f"{chart.file or chart.kind}.png" for chart in spec.charts]
+    return names + [
+        f"{chart.file or chart.kind}.{fmt}" for chart in spec.charts for fmt in ("png", "svg")
+    ]
 
 
 def run_experiment(
@@ -287,13 +319,16 @@ def run_experiment(
     source: str = "<experiment>",
     variant: str = "full",
     points: list[tuple[Point, RunSpec]] | None = None,
+    vllm_json: bool = False,
 ) -> ExperimentOutput:
     """Run ``spec`` into ``out_dir``, reusing cached runs; see the module docstring.
 
     ``progress``: None shows a bar only on a terminal, True always; ``source`` names
     the file in error messages; ``variant`` (``full`` / ``quick``) is recorded in
     the folder's manifest so the two never mix; ``points``: the spec's points as
-    ``load_experiment_points`` validated them (then they are only preflighted here).
+    ``load_experiment_points`` validated them (then they are only preflighted here);
+    ``vllm_json``: also write each run as a ``vllm bench serve`` result
+    (``vllm_bench/<run>.json``, :func:`~pagesim.simulator.vllm_metrics.vllm_bench_result`).
     """
     if points is None:
         validated = validate_points(spec, source)
@@ -314,7 +349,7 @@ def run_experiment(
     try:
         with OutLock(out_dir):
             manifest = Manifest(out_dir)
-            manifest.check(variant, _planned_outputs(spec, runs))
+            manifest.check(variant, _planned_outputs(spec, runs, vllm_json))
             remove_dead_tmp(out_dir)
             for table in TABLES:
                 remove_dead_tmp(out_dir / table)
@@ -324,7 +359,9 @@ def run_experiment(
                 runs, cache, simulate=simulate, executor=executor, jobs=jobs, progress=progress
             )
             try:
-                return _write_outputs(spec, runs, cache, out_dir, manifest, variant, num_computed)
+                return _write_outputs(
+                    spec, runs, cache, out_dir, manifest, variant, num_computed, vllm_json
+                )
             except OSError as exc:
                 raise PagesimError(
                     f"{out_dir}: cannot write the outputs ({_os_error(exc)}); every file is "
@@ -344,6 +381,7 @@ def _write_outputs(
     manifest: Manifest,
     variant: str,
     num_computed: int,
+    vllm_json: bool = False,
 ) -> ExperimentOutput:
     from pagesim.experiments.charts import draw_charts
     from pagesim.experiments.summary import write_summary
@@ -355,7 +393,7 @@ def _write_outputs(
     errors, warnings = _accounting_problems(runs, run_values)
     if errors:
         raise PagesimError(_one_line(errors))
-    manifest.claim(variant, _planned_outputs(spec, runs))
+    manifest.claim(variant, _planned_outputs(spec, runs, vllm_json))
     point_rows, point_to_seed_values, wall_rows = [], [], []
     for i, run in enumerate(runs):
         if i == 0 or run.point is not runs[i - 1].point:
@@ -380,12 +418,14 @@ def _write_outputs(
     write_csv(pd.DataFrame(wall_rows), out_dir / "wall_times.csv")
     written = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
     written += _place_run_tables(runs, cache, out_dir)
+    if vllm_json:
+        written += _write_vllm_json(runs, cache, out_dir)
     atomic_write_text(
         out_dir / "experiment.json", canonical_json(spec.model_dump(mode="json")) + "\n"
     )
     chart_paths, chart_problems = draw_charts(spec, results, out_dir)
     write_summary(spec, results, out_dir, chart_paths, chart_problems, warnings)
-    written += [path.name for path in chart_paths]
+    written += [p.name for path in chart_paths for p in (path, path.with_suffix(".svg"))]
     manifest.replace(variant, written)
     return ExperimentOutput(
         out_dir,

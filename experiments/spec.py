@@ -25,7 +25,9 @@ of seeds, a ``quick`` variant for a fast look, and the charts wanted::
       - {kind: memory_breakdown}
 
 The values of the first zip group, joined by ``+`` (``orca+max``), are a point's
-``label`` (without zip groups: all its swept values):
+``label`` (without zip groups: all its swept values), or those of the swept paths
+``label_by`` lists (``label_by: [scheduler.kind, allocator.kind]`` names a system
+whose request rates are zipped with it, so that its points share one label):
 charts use it for legends and ``paper_targets.yaml`` keys the paper's numbers by
 it. ``percentiles`` and ``slo`` hold for every run: they are copied into each run's
 ``metrics`` section (``metrics.percentiles``, ``metrics.slo``), where a run computes
@@ -156,6 +158,23 @@ class ExperimentSpec(StrictSpec):
     percentiles: list[float] | None = Field(default=None, min_length=1)
     slo: SloSpec | None = None
     intervals: IntervalSpec | None = None
+    label_by: list[str] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _label_paths_are_swept(self) -> ExperimentSpec:
+        if self.label_by is None:
+            return self
+        sweeps = [("sweep", self.sweep)]
+        if self.quick.sweep is not None:
+            sweeps.append(("quick.sweep", self.quick.sweep))
+        for where, sweep in sweeps:
+            unswept = [p for p in self.label_by if p not in sweep.swept_paths]
+            if unswept:
+                raise ValueError(
+                    f"label_by names paths {where} does not sweep: {unswept} "
+                    f"(swept: {sweep.swept_paths})"
+                )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -62,9 +62,9 @@ def load_points(path: str | Path) -> pd.DataFrame:
 def predict(points: pd.DataFrame) -> pd.DataFrame:
     """Add predicted_{prompt,token}_ms_{fitted,analytic} to the points pagesim can model."""
     from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.simulator.plan import BatchPlan
     from pagesim.simulator.spec import HardwareSpec
-    from pagesim.simulator.specs import get_gpu, get_model
 
     rows = []
     models: dict[tuple, object] = {}

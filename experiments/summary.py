@@ -23,23 +23,25 @@ import pandas as pd
 import yaml
 from pydantic import Field
 
+from pagesim.experiments.mdtable import fmt as _fmt
+from pagesim.experiments.mdtable import table as _table
 from pagesim.experiments.outputs import atomic_write_text
 from pagesim.experiments.paper_checks import (
     BestCheck,
     CheckRow,
     Comparison,
-    GrowthCheck,
     OrderCheck,
     best_rows,
     comparison_row,
-    growth_rows,
     order_rows,
 )
+from pagesim.experiments.paper_headline import HeadlineSpec, SustainedSpec
 from pagesim.experiments.spec import ExperimentSpec
 from pagesim.specbase import StrictSpec
 
 HEADLINE_COLUMNS = (
     "throughput_req_s",
+    "request_goodput",
     "normalized_latency_s_per_tok",
     "avg_batch_size",
     "mem_token_frac",
@@ -50,15 +52,20 @@ HEADLINE_COLUMNS = (
 
 
 class RatioTarget(StrictSpec):
+    """numerator's ``metric`` over denominator's, at the points matching ``where``; with
+    ``over`` (a swept column), each side's largest ``metric`` over that column's values
+    (a throughput's plateau: what the system sustains)."""
+
     numerator: str
     denominator: str
     metric: str
     value: float
     where: dict[str, Any] = Field(default_factory=dict)
+    over: str | None = None
 
 
 class PaperTarget(StrictSpec):
-    """A figure's numbers (``points``, ``ratios``), its shape (``order``, ``growth``,
+    """A figure's numbers (``points``, ``ratios``), its shape (``order``,
     ``comparisons``, ``best``: see ``paper_checks.py``; ``order`` may be a list of
     orders, each checked, for a figure with two variants of one system) and ``cause``:
     why pagesim's numbers differ from the paper's, as the people who ran it found
@@ -69,9 +76,9 @@ class PaperTarget(StrictSpec):
     points: dict[str, dict[str, float]] = Field(default_factory=dict)
     ratios: list[RatioTarget] = Field(default_factory=list)
     order: OrderCheck | list[OrderCheck] | None = None
-    growth: GrowthCheck | None = None
     comparisons: list[Comparison] = Field(default_factory=list)
     best: BestCheck | None = None
+    sustained: SustainedSpec | None = None
     cause: str = ""
 
     def check_rows(self, results: pd.DataFrame) -> list[CheckRow]:
@@ -81,34 +88,48 @@ class PaperTarget(StrictSpec):
         for order in orders:
             if order is not None:
                 rows += order_rows(order, results)
-        if self.growth is not None:
-            rows += growth_rows(self.growth, results)
         rows += [comparison_row(c, results) for c in self.comparisons]
         if self.best is not None:
             rows += best_rows(self.best, results)
         return rows
 
 
+#: Entries of paper_targets.yaml that are not a figure's numbers: the headline comparison
+#: (``paper_headline.py``) and the figures the suite does not simulate, with the reason.
+HEADLINE_KEY = "headline"
+NOT_SIMULATED_KEY = "not_simulated"
+
+
+def _targets_doc() -> dict[str, Any]:
+    text = resources.files("pagesim.experiments").joinpath("paper_targets.yaml").read_text()
+    return yaml.safe_load(text)
+
+
 def paper_targets() -> dict[str, PaperTarget]:
     """The shipped paper numbers, by figure key."""
-    text = resources.files("pagesim.experiments").joinpath("paper_targets.yaml").read_text()
-    return {key: PaperTarget.model_validate(doc) for key, doc in yaml.safe_load(text).items()}
+    return {
+        key: PaperTarget.model_validate(doc)
+        for key, doc in _targets_doc().items()
+        if key not in (HEADLINE_KEY, NOT_SIMULATED_KEY)
+    }
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
-    return str(value)
+def paper_headline() -> HeadlineSpec:
+    """The headline comparison's bounds and the paper's claims (``paper_headline.py``)."""
+    return HeadlineSpec.model_validate(_targets_doc()[HEADLINE_KEY])
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
-    return lines
+def not_simulated() -> dict[str, str]:
+    """Figure -> why the suite does not simulate it."""
+    return {str(k): " ".join(str(v).split()) for k, v in _targets_doc()[NOT_SIMULATED_KEY].items()}
 
 
 def _simulated(
-    results: pd.DataFrame, label: str, metric: str, where: dict[str, Any] | None = None
+    results: pd.DataFrame,
+    label: str,
+    metric: str,
+    where: dict[str, Any] | None = None,
+    over: str | None = None,
 ) -> float | None:
     rows = results[results["label"].astype(str) == label]
     for column, value in (where or {}).items():
@@ -118,12 +139,23 @@ def _simulated(
     columns = metric.split("+")
     if rows.empty or any(c not in results.columns for c in columns):
         return None
+    if over is not None:
+        if over not in rows.columns:
+            return None
+        return float(sum(rows[c] for c in columns).max())
     return float(sum(rows.iloc[0][c] for c in columns))
 
 
 def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
+    """The paper's numbers beside the results'. A target may name its points in several
+    layouts (the system alone, or the system and the rate): the labels of a layout these
+    results do not use are not "missing" when another layout's labels are here."""
     rows, missing = [], []
+    present = set(results["label"].astype(str)) if "label" in results.columns else set()
+    any_present = any(label in present for label in target.points)
     for label, metric_to_value in target.points.items():
+        if any_present and label not in present:
+            continue
         for metric, paper in metric_to_value.items():
             sim = _simulated(results, label, metric)
             if sim is None:
@@ -132,13 +164,14 @@ def comparison_lines(target: PaperTarget, results: pd.DataFrame) -> list[str]:
             sim *= target.scale
             rows.append([label, metric, paper, sim, sim - paper])
     for ratio in target.ratios:
-        num = _simulated(results, ratio.numerator, ratio.metric, ratio.where)
-        den = _simulated(results, ratio.denominator, ratio.metric, ratio.where)
+        num = _simulated(results, ratio.numerator, ratio.metric, ratio.where, ratio.over)
+        den = _simulated(results, ratio.denominator, ratio.metric, ratio.where, ratio.over)
         if num is None or den is None or den == 0:
             missing.append(f"{ratio.numerator} / {ratio.denominator} ({ratio.metric})")
             continue
         where = ", ".join(f"{k}={v}" for k, v in ratio.where.items())
-        name = f"{ratio.metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
+        metric = f"largest {ratio.metric} over {ratio.over}" if ratio.over else ratio.metric
+        name = f"{metric} ratio vs {ratio.denominator}" + (f" at {where}" if where else "")
         rows.append([ratio.numerator, name, ratio.value, num / den, num / den - ratio.value])
     lines = [f"Source: {target.source}.", ""]
     if rows or missing:
@@ -202,6 +235,66 @@ def step_cost_lines(results: pd.DataFrame) -> list[str]:
     ]
 
 
+#: a knee: the first rate at which normalized latency exceeds this many times its value at
+#: the lowest rate (a reading, not a property of the system: notebook 02 explains it)
+KNEE_FACTOR = 2.0
+
+
+def _series_of(chart, results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    series = chart.series
+    if series is None:
+        for candidate in ("allocator.kind", "scheduler.kind"):
+            if candidate in results.columns and results[candidate].nunique() > 1:
+                series = candidate
+                break
+    if series is None or series not in results.columns:
+        return [("all", results)]
+    return [(str(k), results[results[series] == k]) for k in results[series].drop_duplicates()]
+
+
+def chart_caption(chart, results: pd.DataFrame) -> str:
+    """One line saying what a chart shows, read off the results (the knee per system,
+    the best goodput, the memory held), or "" where there is nothing to read."""
+    rate = "arrivals.rate_req_s"
+    if chart.kind == "latency_vs_rate" and rate in results.columns:
+        parts = []
+        for name, part in _series_of(chart, results):
+            part = part.sort_values(rate)
+            y = part["normalized_latency_s_per_tok"]
+            over = part[y > KNEE_FACTOR * y.iloc[0]]
+            parts.append(
+                f"{name} at {over[rate].iloc[0]:g} req/s"
+                if len(over)
+                else f"{name} none up to {part[rate].max():g} req/s"
+            )
+        return (
+            f"Knee (normalized latency over {KNEE_FACTOR:g}x its value at the lowest rate): "
+            + "; ".join(parts)
+            + "."
+        )
+    if chart.kind == "goodput_vs_rate" and "request_goodput" in results.columns:
+        parts = []
+        for name, part in _series_of(chart, results):
+            best = part.loc[part["request_goodput"].idxmax()]
+            parts.append(f"{name} {best['request_goodput']:.3g} req/s at {best[rate]:g} req/s")
+        return "Highest goodput under the SLOs: " + "; ".join(parts) + "."
+    if chart.kind == "memory_breakdown" and "mem_token_frac" in results.columns:
+        parts = [
+            f"{label} {100 * v:.0f}%"
+            for label, v in zip(results["label"], results["mem_token_frac"], strict=True)
+        ]
+        return "Share of the KV pool holding token states: " + "; ".join(parts) + "."
+    if chart.kind == "memory_over_time":
+        return "KV memory held (solid) and holding token states (dashed), one panel per point."
+    if chart.kind == "batch_size" and "avg_batch_size" in results.columns:
+        parts = [
+            f"{label} {v:.1f}"
+            for label, v in zip(results["label"], results["avg_batch_size"], strict=True)
+        ]
+        return "Average batch size (requests per step): " + "; ".join(parts) + "."
+    return ""
+
+
 def summary_text(
     spec: ExperimentSpec,
     results: pd.DataFrame,
@@ -225,6 +318,23 @@ def summary_text(
             "(docs/intervals.md).",
             "",
         ]
+    if chart_paths or chart_problems:
+        lines += ["## Charts", ""]
+        by_stem = {(c.file or c.kind): c for c in spec.charts}
+        for path in chart_paths:
+            chart = by_stem.get(path.stem)
+            caption = chart_caption(chart, results) if chart is not None else ""
+            lines += (
+                [f"![{path.stem}]({path.name})", "", caption, ""]
+                if caption
+                else [
+                    f"![{path.stem}]({path.name})",
+                    "",
+                ]
+            )
+        lines += [f"- {problem}" for problem in chart_problems]
+        if chart_problems:
+            lines.append("")
     lines += ["## Results", ""]
     swept = list(spec.sweep.swept_paths)
     headline = [c for c in HEADLINE_COLUMNS if c in results.columns]
@@ -245,9 +355,6 @@ def summary_text(
             lines += [
                 "The paper gives no numbers for this figure in paper_targets.yaml; compare the charts by eye."
             ]
-    lines += ["", "## Charts", ""]
-    lines += [f"![{path.stem}]({path.name})" for path in chart_paths]
-    lines += [f"- {problem}" for problem in chart_problems]
     return "\n".join(lines) + "\n"
 
 

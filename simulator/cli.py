@@ -33,9 +33,6 @@ _FLAGS = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from pagesim.allocators.registry import ALLOCATORS
-    from pagesim.simulator.schedulers import SCHEDULERS
-
     p = subparsers.add_parser(
         "simulate",
         help="run one configuration and print its summary",
@@ -52,18 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", help="workload name, e.g. sharegpt")
     p.add_argument("--num-requests", type=int)
     p.add_argument("--rate", type=float, help="Poisson arrival rate, requests per second")
-    # the registered names (``pagesim list`` prints them; a plug-in adds itself)
+    # the registered names (``pagesim list`` prints them; a plug-in adds itself), checked
+    # by the handler: building the parser imports no registry, so --help stays fast
     p.add_argument(
-        "--scheduler",
-        choices=sorted(SCHEDULERS),
-        metavar="KIND",
-        help="a registered scheduler (`pagesim list` names them)",
+        "--scheduler", metavar="KIND", help="a registered scheduler (`pagesim list` names them)"
     )
     p.add_argument(
-        "--allocator",
-        choices=sorted(ALLOCATORS),
-        metavar="KIND",
-        help="a registered allocator (`pagesim list` names them)",
+        "--allocator", metavar="KIND", help="a registered allocator (`pagesim list` names them)"
     )
     p.add_argument("--block-size", type=int)
     p.add_argument("--watermark", type=float, help="fraction of GPU blocks kept free at admission")
@@ -95,18 +87,34 @@ def spec_doc_from_args(args: argparse.Namespace, base: dict) -> dict:
     return doc
 
 
+def _check_registered(args: argparse.Namespace) -> None:
+    """``--scheduler`` and ``--allocator`` name registered plug-ins (argparse's own words)."""
+    from pagesim.allocators.registry import ALLOCATORS
+    from pagesim.errors import ConfigError
+    from pagesim.simulator.schedulers import SCHEDULERS
+
+    for flag, value, registry in (
+        ("--scheduler", args.scheduler, SCHEDULERS),
+        ("--allocator", args.allocator, ALLOCATORS),
+    ):
+        if value is not None and value not in registry:
+            allowed = ", ".join(repr(k) for k in sorted(registry))
+            raise ConfigError(f"argument {flag}: invalid choice: {value!r} (choose from {allowed})")
+
+
 def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pagesim.errors import ConfigError
     from pagesim.simulator.costmodel.factory import make_cost_model
     from pagesim.simulator.footprint import memory_problem
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.simulator.result import METRIC_COLUMNS
     from pagesim.simulator.run import simulate
     from pagesim.simulator.spec import run_spec_from_dict
-    from pagesim.simulator.specs import get_gpu, get_model
     from pagesim.simulator.vllm_metrics import vllm_metric_columns
 
+    _check_registered(args)
     base: dict = {}
     source = "command line"
     if args.config:

@@ -26,11 +26,12 @@ simulator treats it as one pool for the whole model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pagesim.errors import ConfigError
-from pagesim.simulator.specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
+from pagesim.simulator.model_gpu_specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
 
 if TYPE_CHECKING:
     from pagesim.simulator.spec import HardwareSpec
@@ -264,4 +265,82 @@ def vllm_v02_pool(
         block_bytes=block_bytes,
         num_gpu_blocks=blocks,
         num_cpu_blocks=int(swap_space_gib * GIB) // block_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class V1Pool:
+    """vLLM V1's KV pool (0.15, 0.19) and the terms of its profiling (:func:`vllm_v1_pool`)."""
+
+    total_memory_bytes: int
+    total_memory_source: str
+    requested_bytes: int
+    weight_bytes: int
+    activation_bytes: int
+    block_bytes: int
+    num_gpu_blocks: int
+
+    def terms(self) -> list[tuple[str, float, str]]:
+        return [
+            ("total memory (per GPU)", self.total_memory_bytes / GIB, self.total_memory_source),
+            ("requested", self.requested_bytes / GIB, "ceil(total x gpu_memory_utilization)"),
+            ("weights (per GPU)", self.weight_bytes / GIB, "the model's parameters / TP"),
+            ("activation peak", self.activation_bytes / GIB,
+             "a dummy forward of max_num_batched_tokens tokens, and the sampler over max_num_seqs"),
+            ("KV cache", self.num_gpu_blocks * self.block_bytes / GIB,
+             f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B (all layers, per GPU)"),
+        ]
+
+
+def vllm_v1_pool(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    *,
+    tensor_parallel: int,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    block_size: int,
+    total_memory_bytes: int | None = None,
+) -> V1Pool:
+    """The KV pool vLLM V1 gives itself (``Worker.determine_available_memory``,
+    ``vllm/v1/worker/gpu_worker.py``; 0.19 and 0.15 alike by default)::
+
+        available = ceil(total x gpu_memory_utilization) - weights - torch peak - non-torch
+        num_gpu_blocks = available // (block bytes of one layer) // layers
+
+    (usable blocks are one fewer: block 0 is V1's null block, the allocator's business).
+    The torch peak of the profiling forward (``max_num_batched_tokens`` tokens, then the
+    sampler over ``max_num_seqs`` rows) is estimated as the larger of a LLaMA layer's live
+    tensors, ``T (2 h + 3 f / TP)`` values (the residual, the normalised copy, gate-up and
+    the activation), and the sampler's logits, probabilities and log-probabilities,
+    ``3 x seqs x vocab / TP`` fp32; the non-torch growth (NCCL, cuBLAS workspaces) is not
+    estimated (0): the pool is an upper bound by that much. CUDA graphs are captured after
+    the cache is allocated and are not subtracted (unless an environment variable asks).
+    ``total_memory_bytes``: what CUDA reports, when the run recorded it."""
+    tp = tensor_parallel
+    total = int(total_memory_bytes) if total_memory_bytes else int(gpu.memory_bytes)
+    source = "as the run recorded it" if total_memory_bytes else "the GPU spec's (CUDA's figure not recorded)"
+    requested = math.ceil(total * gpu_memory_utilization)
+    weights = int(model.weight_bytes // tp)
+    h, f, dt = model.hidden_size, model.ffn_size, model.dtype_bytes
+    layer = max_num_batched_tokens * (2 * h + 3 * f // tp) * dt
+    sampler = 3 * max_num_seqs * (-(-model.vocab_size // tp)) * 4
+    activation = max(layer, sampler)
+    per_layer_block = block_size * 2 * model.num_kv_heads_per_gpu(tp) * model.head_dim * dt
+    available = requested - weights - activation
+    blocks = available // per_layer_block // model.num_layers
+    if blocks < 1:
+        raise ConfigError(
+            f"vLLM V1's profiling leaves no KV cache: {requested / GIB:.2f} GiB requested, "
+            f"{weights / GIB:.2f} GiB of weights, {activation / GIB:.2f} GiB of activations"
+        )
+    return V1Pool(
+        total_memory_bytes=total,
+        total_memory_source=source,
+        requested_bytes=requested,
+        weight_bytes=weights,
+        activation_bytes=activation,
+        block_bytes=per_layer_block * model.num_layers,
+        num_gpu_blocks=int(blocks),
     )

@@ -53,7 +53,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     from pagesim.allocators import make_allocator
     from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
     from pagesim.simulator.memory import kv_pool
-    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.workloads import build_trace
     from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
 

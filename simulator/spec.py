@@ -13,20 +13,22 @@ Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 
 Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
 checked against the dicts that register the plug-ins, and which allocators a
-scheduler runs on comes from the two classes (``Scheduler.needs_paged``,
-``KVAllocator.is_paged``): adding a plug-in is one file and one line in its dict.
+scheduler runs on comes from the two classes (``Scheduler.needs_paged`` and
+``KVAllocator.is_paged``; ``kv_interface``, the verbs they speak, on both): adding a
+plug-in is one file and one line in its dict.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
-from pagesim.specbase import Registered, format_validation_error
+from pagesim.simulator.schedulers.spec import SchedulerSpec
 from pagesim.specbase import StrictSpec as _Spec
+from pagesim.specbase import format_validation_error
 from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
 
 __all__ = [
@@ -73,63 +75,6 @@ class HardwareSpec(_Spec):
     def _check(self) -> HardwareSpec:
         if self.kv_budget_gib is not None and self.kv_slots is not None:
             raise ValueError("give at most one of hardware.kv_budget_gib and hardware.kv_slots")
-        return self
-
-
-class SchedulerSpec(_Spec):
-    """The batching policy.
-
-    vllm: vLLM v0 (max_num_seqs, max_num_batched_tokens, preemption ``auto`` = recompute
-    single-sequence groups and swap multi-sequence ones). vllm-paper: the PagedAttention
-    paper's prototype (its artifact's scheduler, ``schedulers/vllm_paper.py``): prefill
-    and decode mixed in one step, the token budget counting running sequences plus
-    admitted prompts, and ``max_num_seqs`` counting running groups plus the candidate's
-    sequences (the artifact ran 2560 and 2048). orca: iteration-level,
-    prefill and decode mixed, no preemption; its ``admission`` is ``default`` (a cap of
-    ``max_num_seqs`` running sequences, no token budget) or ``artifact`` (the paper
-    artifact's Orca: memory first, then the token budget ``max_num_batched_tokens``
-    counting running sequences plus admitted prompts, then ``max_num_seqs`` counting
-    running groups plus the candidate's sequences; it ran 2560 and 256). static:
-    request-level batches of up to ``max_batch_size`` (None: as many as memory allows).
-
-    ``beam_keep_prob`` (0 to 1) is the beam ancestry model of every scheduler
-    (``schedulers/ancestry.py``): no model scores the beams, so the parent of each of a
-    step's ``beam_width`` candidates is drawn; with probability ``beam_keep_prob`` the
-    i-th candidate continues the i-th beam, otherwise its parent is drawn uniformly among
-    the current beams. 0 (the default) is the uniform draw; the larger it is, the longer
-    beams stay apart and the less they share.
-
-    ``prefill_padding`` and ``max_paddings`` (``vllm`` only) are vLLM v0.2's prefill rule
-    (``schedulers/vllm.py``): a prefill batch is padded to its longest prompt, its tokens
-    count as prompts x longest in the budget, and its padding (those tokens less the
-    prompts' own) may not exceed ``max_paddings`` (v0.2's ``--max-paddings``, default 256;
-    None: no cap). Off by default (vLLM v0.3 and later pack prompts without padding).
-    """
-
-    kind: Annotated[str, Registered("pagesim.simulator.schedulers", "SCHEDULERS", "scheduler")] = (
-        "vllm"
-    )
-    max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=2560, ge=1)
-    preemption_mode: Literal["auto", "recompute", "swap"] = "auto"
-    max_batch_size: int | None = Field(default=None, ge=1)
-    admission: Literal["default", "artifact"] = "default"
-    beam_keep_prob: float = Field(default=0.0, ge=0, le=1)
-    prefill_padding: bool = False
-    max_paddings: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _check_padding(self) -> SchedulerSpec:
-        if self.max_paddings is not None and not self.prefill_padding:
-            raise ValueError(
-                "scheduler.max_paddings caps the padding of prefill batches: it needs "
-                "scheduler.prefill_padding: true"
-            )
-        if self.prefill_padding and self.kind != "vllm":
-            raise ValueError(
-                f"scheduler.prefill_padding is a rule of vLLM v0.2's scheduler (kind 'vllm'), "
-                f"not of {self.kind!r}"
-            )
         return self
 
 
@@ -235,6 +180,12 @@ class RunSpec(_Spec):
         reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
         if reason is not None:
             raise ValueError(reason)
+        if self.scheduler.long_prefill_token_threshold > self.max_model_len:
+            raise ValueError(
+                f"scheduler.long_prefill_token_threshold "
+                f"({self.scheduler.long_prefill_token_threshold}) cannot be greater than "
+                f"max_model_len ({self.max_model_len}) (vLLM V1's rule)"
+            )
         return self
 
 
@@ -244,10 +195,17 @@ def pairing_problem(scheduler_kind: str, allocator_kind: str) -> str | None:
     from pagesim.simulator.schedulers import SCHEDULERS
 
     sched, alloc = SCHEDULERS[scheduler_kind], ALLOCATORS[allocator_kind]
-    if sched.needs_paged == alloc.is_paged:
+
+    def fits(cls) -> bool:
+        return cls.is_paged == sched.needs_paged and cls.kv_interface == sched.kv_interface
+
+    if fits(alloc):
         return None
-    fitting = sorted(k for k, a in ALLOCATORS.items() if a.is_paged == sched.needs_paged)
-    need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
+    fitting = sorted(k for k, a in ALLOCATORS.items() if fits(a))
+    if sched.kv_interface == "kv-cache-manager":
+        need = "vLLM V1's KV cache manager"
+    else:
+        need = "a paged allocator" if sched.needs_paged else "a contiguous allocator"
     return (
         f"scheduler {scheduler_kind!r} needs {need} ({', '.join(fitting)}), "
         f"got {allocator_kind!r}: {sched.pairing_note}"

@@ -211,6 +211,9 @@ def vllm_bench_result(result, spec: MetricsSpec, *, label: str = "pagesim") -> d
     }
     for key in sorted((k for k in summary if is_vllm_column(k)), key=vllm_column_order):
         doc[key] = num(key)
+    for key in ("completed", "max_concurrent_requests"):  # counts, as vLLM writes them
+        if doc.get(key) is not None:
+            doc[key] = int(doc[key])
     ttft = req["ttft_s"].to_numpy(dtype=np.float64)
     doc |= {
         "input_lens": [int(x) for x in req["prompt_len"]],

@@ -62,3 +62,26 @@ def test_python_started_above_a_clone_says_so_in_one_line(tmp_path):
         assert last == (
             "ImportError: pagesim is a clone's folder here, not the package: start Python elsewhere"
         ), last
+
+
+def test_help_imports_neither_the_engine_nor_pandas():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pagesim.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('pandas', 'numpy', 'simpy', 'pydantic', "
+        "'pagesim.simulator.engine') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_shell_completion_is_generated_from_the_parser(capsys):
+    pytest.importorskip("shtab")
+    from pagesim.cli import main
+
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    for word in ("validate-vllm", "replay-vllm", "fit-serving", "--intervals"):
+        assert word in script

@@ -28,7 +28,7 @@ ALLOWED = {
         "calibrate",
         "workloads",
         "simulator.costmodel",
-        "simulator.specs",
+        "simulator.model_gpu_specs",
         "simulator.plan",
     },
     "experiments": {"pagesim", "workloads", "allocators", "simulator", "calibrate", "experiments"},

@@ -49,6 +49,13 @@ CASES = {
         "arrivals": {"process": "poisson", "rate_req_s": 10.0},
         "allocator": {"kind": "paged", "prefix_caching": True},
     },
+    "vllm-v1-chunked": {
+        "workload": {"name": "sharegpt", "num_requests": 200, "shared_prefix_len": 48},
+        "arrivals": {"process": "poisson", "rate_req_s": 20.0},
+        "hardware": {"kv_slots": 6000},
+        "allocator": {"kind": "paged-v1"},
+        "scheduler": {"kind": "vllm-v1", "max_num_batched_tokens": 512},
+    },
     "orca-pow2": {
         "workload": {"name": "sharegpt", "num_requests": 200},
         "arrivals": {"process": "poisson", "rate_req_s": 10.0},

@@ -96,6 +96,18 @@ DOCS = [
         "check_invariants": True,
     },
     {
+        "workload": {"name": "sharegpt", "num_requests": 30, "shared_prefix_len": 32},
+        "arrivals": {"process": "poisson", "rate_req_s": 8.0},
+        "hardware": {"kv_slots": 4096},
+        "allocator": {"kind": "paged-v1", "block_size": 16, "prefix_caching": True},
+        "scheduler": {
+            "kind": "vllm-v1",
+            "max_num_batched_tokens": 512,
+            "long_prefill_token_threshold": 256,
+            "reserve_full_prompt": False,
+        },
+    },
+    {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},
         "arrivals": {"process": "replay", "time_scale": 2.0},
         "hardware": {"profile": "PROFILE"},

@@ -11,14 +11,31 @@ if getattr(_sys.modules.get("pagesim"), "__file__", None) is None:  # pagesim/ap
     raise ImportError("pagesim is a clone's folder here, not the package: start Python elsewhere")
 
 
-from pagesim.workloads.alpaca import read_alpaca
-from pagesim.workloads.build import build_trace
-from pagesim.workloads.csvtrace import load_csv_trace, read_timestamped_csv
-from pagesim.workloads.lengthtable import LengthTable, load_table, save_table
-from pagesim.workloads.registry import WORKLOADS, WorkloadSource, get_source
-from pagesim.workloads.sharegpt import read_sharegpt
-from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
-from pagesim.workloads.trace import TRACE_COLUMNS, Trace
+from pagesim.lazy import lazy_exports  # noqa: E402 - after the clone check
+
+#: public names -> the module that defines them (imported when first used, so
+#: that `pagesim --help` does not pay for the whole layer)
+_LAZY = {
+    "read_alpaca": "pagesim.workloads.alpaca",
+    "build_trace": "pagesim.workloads.build",
+    "load_csv_trace": "pagesim.workloads.csvtrace",
+    "read_timestamped_csv": "pagesim.workloads.csvtrace",
+    "LengthTable": "pagesim.workloads.lengthtable",
+    "load_table": "pagesim.workloads.lengthtable",
+    "save_table": "pagesim.workloads.lengthtable",
+    "WORKLOADS": "pagesim.workloads.registry",
+    "WorkloadSource": "pagesim.workloads.registry",
+    "get_source": "pagesim.workloads.registry",
+    "read_sharegpt": "pagesim.workloads.sharegpt",
+    "ArrivalSpec": "pagesim.workloads.spec",
+    "LengthDist": "pagesim.workloads.spec",
+    "WorkloadSpec": "pagesim.workloads.spec",
+    "TRACE_COLUMNS": "pagesim.workloads.trace",
+    "Trace": "pagesim.workloads.trace",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY)
+
 
 __all__ = [
     "TRACE_COLUMNS", "WORKLOADS", "ArrivalSpec", "LengthDist", "LengthTable", "Trace",

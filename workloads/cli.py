@@ -59,7 +59,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if source.dataset is not None and not source.is_prepared:
             dataset = datapaths.get_dataset(source.dataset)
             print(f"{'':<{width}}    get {dataset.raw_file} from {dataset.url}, then: "
-                  f"{dataset.prepare_command} --source {dataset.raw_file}")  # fmt: skip
+                  f"{dataset.prepare_steps}")  # fmt: skip
     return 0
 
 

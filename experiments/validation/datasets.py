@@ -17,6 +17,8 @@ from pagesim.errors import DataError
 #: dataset name -> the module that reads it
 DATASETS = {
     "distserve_vllm_opt13b": "pagesim.experiments.validation.distserve",
+    "llmservingsim_vllm019": "pagesim.experiments.validation.vllm019",
+    "inference_sim_h100_v0151": "pagesim.experiments.validation.h100",
 }
 
 
@@ -34,5 +36,6 @@ def recognise(folder: Path) -> ModuleType:
             return module
     raise DataError(
         f"--data {folder}: not a dataset pagesim knows ({', '.join(DATASETS)}): DistServe's "
-        "vllm-N-RATE.csv runs"
+        "vllm-N-RATE.csv runs, LLMServingSim's <GPU>/<model>/vllm/ runs beside workloads/, or "
+        "inference-sim's <experiment>/results/stage_N_lifecycle_metrics.json"
     )

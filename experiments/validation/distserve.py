@@ -61,7 +61,7 @@ def recognise(folder: Path) -> bool:
 def kernels(profile: str | None = BASE_PROFILE):
     """The kernel cost model of OPT-13B on the A100-80GB (no serving path)."""
     from pagesim.simulator.costmodel.factory import cost_model_for
-    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     return cost_model_for(profile, get_model("opt-13b"), get_gpu("a100-80gb"), with_serving=False)
 
@@ -69,7 +69,7 @@ def kernels(profile: str | None = BASE_PROFILE):
 def pools(manifest: Manifest) -> dict:
     """Per launch, vLLM v0.2.3's KV pool under its settings (memory model's terms)."""
     from pagesim.simulator.memory import vllm_v02_pool
-    from pagesim.simulator.specs import get_gpu, get_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     out = {}
     for launch in manifest.launches:
@@ -190,6 +190,8 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             "fit": fit_result,
             "profile": profile,
             "pools": pools(manifest),
+            "bias_note": "here, a KV pool larger than the real one: above saturation the "
+            "error is a bias, not spread",
         },
         saturation_ttft_s=manifest.saturation_ttft_s,
         intervals=manifest.intervals,

@@ -26,13 +26,13 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     replays, rows = {}, []
     for vrun, cost in pairs:
         rep = replays[(vrun.name, cost.name)] = replay(vrun, cost)
-        rows += closed_loop_rows(study, vrun, cost.name, rep)
+        rows += getattr(dataset, "closed_loop_rows", closed_loop_rows)(study, vrun, cost.name, rep)
     rows += dataset.open_loop_rows(study)
     table = vcsv.frame(rows)
     if study.intervals is not None:
         table = with_intervals(study, table)
-    goals = dataset.goals(study, table)
     study.sections = dataset.sections(study, table, replays) + interval_lines(study, table)
+    goals = dataset.goals(study, table)
     return study, table, goals, replays
 
 
@@ -96,9 +96,10 @@ def interval_lines(study, table) -> list[str]:
         f"## Intervals ({cfg.nominal:.0%})",
         "",
         f"Each run replayed {cfg.replicates} times under the headline cost model, each replicate "
-        f"one draw of the sources {', '.join(cfg.sources)} (one multiplier per kernel term from its "
-        "held-out residuals, one on the serving path from its fit residuals, for the whole run; "
-        "`simulator/costmodel/spread.py`); the raw interval is the replicates' central "
+        f"one draw of the sources {', '.join(cfg.sources)} ("
+        + "; ".join(SOURCE_WORDS[x] for x in cfg.sources)
+        + ", each for the whole run; `simulator/costmodel/spread.py`); the raw interval is the "
+        "replicates' central "
         f"{cfg.nominal:.0%}, widened by the conformal factor fitted on the other runs' statistics "
         "(leave-one-run-out, `experiments/validation/intervals.py`): every run's coverage is a "
         f"held-out figure. The factor fitted on every run is **{factor:.2f}** (the raw interval's "
@@ -127,13 +128,22 @@ def interval_lines(study, table) -> list[str]:
         )
     lines += [
         "",
-        "What an interval includes: how wrong each fitted term may be, as its held-out "
-        "residuals say, and the serving path's fit residuals. What it cannot include: a rule "
-        "the model lacks (here, a KV pool smaller than the memory model's: above saturation the "
-        "error is a bias, not spread), a launch whose steps are slower, the requests' own "
-        "randomness (the replays replay the real requests, so arrivals do not vary).",
+        "What an interval includes: "
+        + "; ".join(SOURCE_WORDS[x] for x in cfg.sources)
+        + ". What it cannot include: a rule the model lacks or a term it gets wrong "
+        f"({study.extra.get('bias_note', 'a bias is not spread')}), a launch whose steps are "
+        "slower, the requests' own randomness (the replays replay the real requests, so "
+        "arrivals do not vary).",
     ]
     return lines
+
+
+#: what each source of spread varies, in the page's words
+SOURCE_WORDS = {
+    "cost": "one multiplier per kernel term, drawn from its held-out residuals",
+    "serving": "one on the serving path, from its fit residuals",
+    "seeds": "the seed",
+}
 
 
 def _descriptions(study, replays) -> dict[str, str]:

@@ -26,10 +26,10 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
     from pagesim.simulator.spec import run_spec_from_dict
 
     doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in vrun.settings.items()}
-    doc["hardware"] = {**doc.get("hardware", {}), "profile": cost.profile}
+    doc["hardware"] = {**doc.get("hardware", {}), "profile": cost.profile_for(vrun.name)}
     doc["metrics"] = {**doc.get("metrics", {}), "every_step": every_step}
     spec = run_spec_from_dict(doc, f"{vrun.run.dataset} {vrun.name} replay")
-    result = simulate(spec, trace=vrun.run.trace())
+    result = simulate(spec, trace=vrun.trace if vrun.trace is not None else vrun.run.trace())
     req = result.requests
     lost = req[req["status"] != "finished"]
     if len(lost):

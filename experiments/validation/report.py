@@ -48,8 +48,15 @@ def runs_table(study: Study) -> list[str]:
     return lines
 
 
-def stats_table(table: pd.DataFrame, metrics: tuple[str, ...] = vcsv.METRICS) -> list[str]:
+def closed_metrics(table: pd.DataFrame) -> tuple[str, ...]:
+    """The closed-loop metrics the table holds, in validation.csv's order."""
+    present = set(table["metric"])
+    return tuple(m for m in (*vcsv.METRICS, "itl") if m in present)
+
+
+def stats_table(table: pd.DataFrame, metrics: tuple[str, ...] | None = None) -> list[str]:
     """Per run: measured and each cost model's p50 / p90 / mean of each metric (ms)."""
+    metrics = metrics or closed_metrics(table)
     head = " | ".join(f"{m.upper()} {s}" for m in metrics for s in vcsv.STATS)
     lines = [f"| run | rate | source | {head} |", "|---|---|---|" + "---|" * (len(metrics) * 3)]
     closed = table[table["metric"].isin(metrics)]
@@ -65,7 +72,8 @@ def stats_table(table: pd.DataFrame, metrics: tuple[str, ...] = vcsv.METRICS) ->
     return lines
 
 
-def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] = vcsv.METRICS) -> list[str]:
+def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] | None = None) -> list[str]:
+    metrics = metrics or closed_metrics(table)
     head = " | ".join(f"{m.upper()} {s}" for m in metrics for s in vcsv.STATS)
     lines = [
         f"| run | rate | role | cost model | {head} |",
@@ -88,11 +96,12 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     panel per metric, the real points in black; one line per cost model."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 4.2))
-    axes = fig.subplots(1, 3)
+    metrics = closed_metrics(table)
+    fig = Figure(figsize=(4.4 * len(metrics), 4.2))
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    closed = table[table["metric"].isin(vcsv.METRICS)]
-    for ax, metric in zip(axes, vcsv.METRICS, strict=True):
+    closed = table[table["metric"].isin(metrics)]
+    for ax, metric in zip(axes, metrics, strict=True):
         sub = closed[closed["metric"] == metric]
         first = sub[sub["cost_model"] == sub["cost_model"].iloc[0]]
         for stat, style in (("p50", "o"), ("p90", "s")):

@@ -22,6 +22,10 @@ class ValidationRun:
     settings: dict[str, Any]
     #: why the run has its launch (the manifest's evidence)
     evidence: str = ""
+    #: the requests to replay, when the records alone do not give them (token ids)
+    trace: Any = None
+    #: what the dataset's reader keeps about the run (pools, names)
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -41,6 +45,11 @@ class CostModelChoice:
     headline: bool = False
     #: what the page says of it (its description is added by the pipeline)
     note: str = ""
+    #: a profile per run, where each run needs its own (its GPU's, its model's)
+    per_run: dict[str, str | None] = field(default_factory=dict)
+
+    def profile_for(self, run: str) -> str | None:
+        return self.per_run.get(run, self.profile)
 
 
 @dataclass

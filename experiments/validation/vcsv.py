@@ -8,7 +8,8 @@ One row per run x cost model x metric x statistic::
 - ``role``: ``fit`` (something was fitted on the run), ``held_out`` (nothing was fitted or
   chosen on it), ``cross_launch`` (held out, and from another launch of the server than the
   fit runs); ``headline``: true for the cost model the report recommends;
-- ``metric``: ``ttft``, ``tpot``, ``e2e`` (the replay against the records, closed loop),
+- ``metric``: ``ttft``, ``tpot``, ``e2e`` (the replay against the records, closed loop;
+  ``itl`` where a dataset reports only the client's inter-token latency),
   ``decode_given_concurrency`` and ``ttft_given_state`` (each request's decode time and TTFT
   predicted from the measured concurrency, the scheduler taken out: the step cost's
   error alone, where the dataset allows); ``stat``: ``p50``, ``p90``, ``mean``;

@@ -5,11 +5,22 @@ family) are shared with ``calibrate``, which fits profiles; the rest evaluates t
 See docs/cost_model.md for every term's formula and the analytic constants.
 """
 
-from pagesim.simulator.costmodel.analytic import analytic_profile
-from pagesim.simulator.costmodel.factory import make_cost_model, resolve_profile
-from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
-from pagesim.simulator.costmodel.profile import Profile, Term, load_profile, profile_from_dict
-from pagesim.simulator.costmodel.projection import project_profile
+from pagesim.lazy import lazy_exports
+
+#: public names -> the module that defines them (imported when first used)
+_LAZY = {
+    "analytic_profile": "pagesim.simulator.costmodel.analytic",
+    "make_cost_model": "pagesim.simulator.costmodel.factory",
+    "resolve_profile": "pagesim.simulator.costmodel.factory",
+    "NEEDED_TERMS": "pagesim.simulator.costmodel.model",
+    "CostModel": "pagesim.simulator.costmodel.model",
+    "Profile": "pagesim.simulator.costmodel.profile",
+    "Term": "pagesim.simulator.costmodel.profile",
+    "load_profile": "pagesim.simulator.costmodel.profile",
+    "profile_from_dict": "pagesim.simulator.costmodel.profile",
+    "project_profile": "pagesim.simulator.costmodel.projection",
+}
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "NEEDED_TERMS",

@@ -2,8 +2,10 @@
 
 Every term is ``const_s + max(bytes / (HBM bandwidth x eff_bw), flops / (FP16 peak x
 eff_flops)) + per-item costs``, with the efficiencies below. They are estimates of
-what the paper-era kernels achieve, written down once and never tuned to reproduce a
-paper figure; a measured profile (``pagesim calibrate``) replaces all of them.
+what the paper-era kernels achieve, written down once; none was tuned by simulating a
+paper figure, but one is taken from the paper: the paged decode kernel's overhead over
+the contiguous one is set from §7.1's measurement (Figure 18a), so that figure is an input
+here, not a result. A measured profile (``pagesim calibrate``) replaces all of them.
 
 - GEMM (cuBLAS, FP16 tensor cores): 70% of peak FLOPs, 80% of HBM bandwidth — large
   cuBLAS GEMMs on A100/H100 run at 70–80% of the dense peak; memory-bound skinny
@@ -45,7 +47,7 @@ paper figure; a measured profile (``pagesim calibrate``) replaces all of them.
 from __future__ import annotations
 
 from pagesim.simulator.costmodel.profile import Profile, Term
-from pagesim.simulator.specs import GPUSpec
+from pagesim.simulator.model_gpu_specs import GPUSpec
 
 GEMM_EFF_FLOPS = 0.70
 GEMM_EFF_BW = 0.80

@@ -40,7 +40,7 @@ from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.costmodel.serving import ServingCostModel
 from pagesim.simulator.costmodel.spread import apply as spread_apply
 from pagesim.simulator.costmodel.spread import draw as spread_draw
-from pagesim.simulator.specs import GPUS, GPUSpec, ModelSpec
+from pagesim.simulator.model_gpu_specs import GPUS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:
     from pagesim.simulator.spec import HardwareSpec

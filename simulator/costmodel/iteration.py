@@ -38,8 +38,8 @@ from pagesim.simulator.costmodel.model import (
     layer_gemm_shapes,
     lm_head_shape,
 )
+from pagesim.simulator.model_gpu_specs import ModelSpec
 from pagesim.simulator.plan import BatchPlan
-from pagesim.simulator.specs import ModelSpec
 
 ITERATION_TERMS = ("prefill_iteration", "decode_iteration")
 

@@ -48,8 +48,8 @@ from mypy_extensions import mypyc_attr
 
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.profile import COEFFICIENT_NAMES, Profile, Term
+from pagesim.simulator.model_gpu_specs import GPUSpec, ModelSpec
 from pagesim.simulator.plan import BatchPlan
-from pagesim.simulator.specs import GPUSpec, ModelSpec
 
 ALLREDUCE_LATENCY_S: Final = 10e-6
 #: most (sequences, tokens) pairs whose step overhead is memoised (prefills make many)

@@ -6,7 +6,7 @@ A profile is YAML::
     schema_version: 1
     kind: measured            # measured | external | analytic | projected | synthetic (test data)
     gpu_name: NVIDIA H200     # as the device reports it (analytic: the spec's name)
-    gpu_spec: h200            # key of simulator.specs.GPUS, used for projection
+    gpu_spec: h200            # key of simulator.model_gpu_specs.GPUS, used for projection
     date: '2026-11-21'
     command: pagesim calibrate --model opt-13b --out ...
     software: {cupy: 13.6.0, cuda_runtime: '13000', driver: '580.65'}

@@ -17,7 +17,7 @@ projection) and the notes say where the profile came from.
 from __future__ import annotations
 
 from pagesim.simulator.costmodel.profile import Profile, Term
-from pagesim.simulator.specs import GPUSpec
+from pagesim.simulator.model_gpu_specs import GPUSpec
 
 
 def project_profile(profile: Profile, target: GPUSpec, source: GPUSpec) -> Profile:

@@ -5,10 +5,12 @@ from pagesim.simulator.schedulers.orca import OrcaScheduler
 from pagesim.simulator.schedulers.static import StaticScheduler
 from pagesim.simulator.schedulers.vllm import VllmScheduler
 from pagesim.simulator.schedulers.vllm_paper import VllmPaperScheduler
+from pagesim.simulator.schedulers.vllm_v1 import VllmV1Scheduler
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
     "vllm": VllmScheduler,
     "vllm-paper": VllmPaperScheduler,
+    "vllm-v1": VllmV1Scheduler,
     "orca": OrcaScheduler,
     "static": StaticScheduler,
 }
@@ -20,4 +22,5 @@ __all__ = [
     "StaticScheduler",
     "VllmPaperScheduler",
     "VllmScheduler",
+    "VllmV1Scheduler",
 ]

@@ -68,8 +68,8 @@ from pagesim.simulator.request import (
     SequenceGroup,
 )
 from pagesim.simulator.schedulers.beams import BeamSteps
+from pagesim.simulator.schedulers.spec import SchedulerSpec
 from pagesim.simulator.schedulers.step import Step
-from pagesim.simulator.spec import SchedulerSpec
 
 
 def reservation_never_fits_reason(
@@ -101,6 +101,10 @@ class Scheduler(BeamSteps):
     kind: ClassVar[str] = "abstract"
     #: the allocators it can run on: paged (True) or contiguous (False); and why
     needs_paged: ClassVar[bool] = True
+    #: the verbs it speaks to memory: ``allocator`` (``KVAllocator``'s: can_allocate,
+    #: append_slot, ...) or ``kv-cache-manager`` (vLLM V1's allocate_slots); it runs on
+    #: the allocators with the same ``kv_interface`` (``simulator.spec.pairing_problem``)
+    kv_interface: ClassVar[str] = "allocator"
     pairing_note: ClassVar[str] = ""
     #: whether its running groups all decode in every step (they ride the clock: riders.py)
     rides_clock: ClassVar[bool] = False
@@ -260,7 +264,23 @@ class Scheduler(BeamSteps):
         return left
 
     def check_invariants(self) -> None:
-        """Queues are disjoint and consistent with each group's status and the allocator."""
+        """Queues are disjoint and consistent with each group's status and the allocator;
+        each running sequence holds its context's slots (or all but the newest's)."""
+        self._check_queues()
+        for group in self.running:
+            if group.is_done:
+                continue
+            for seq_id in group.seq_ids:
+                held = self.allocator.num_slots(seq_id)
+                if held not in (group.num_context_tokens - 1, group.num_context_tokens):
+                    raise InvariantError(
+                        f"seq {seq_id} of group {group.group_id} holds {held} slots, "
+                        f"context is {group.num_context_tokens}"
+                    )
+
+    def _check_queues(self) -> None:
+        """The queues' part of :meth:`check_invariants` (a scheduler whose running groups
+        hold other slots checks those itself)."""
         seen: set[int] = set()
         for queue, status in (
             (self.waiting, WAITING),
@@ -294,15 +314,6 @@ class Scheduler(BeamSteps):
         for group in self.running:
             if group.is_riding == (group in self._individual):
                 raise InvariantError(f"group {group.group_id} rides and is advanced by hand")
-            if group.is_done:
-                continue
-            for seq_id in group.seq_ids:
-                held = self.allocator.num_slots(seq_id)
-                if held not in (group.num_context_tokens - 1, group.num_context_tokens):
-                    raise InvariantError(
-                        f"seq {seq_id} of group {group.group_id} holds {held} slots, "
-                        f"context is {group.num_context_tokens}"
-                    )
 
     # ---- helpers for subclasses -------------------------------------------------------
     def _start_running(self, group: SequenceGroup) -> None:
@@ -439,26 +450,31 @@ class Scheduler(BeamSteps):
         is_blocked: bool,
         ticks: bool,
         steady: bool = False,
+        prefill: tuple[int, int, int, float] | None = None,
+        prefix_hit_tokens: int = 0,
     ) -> Step:
-        """The step's record: the prefills admitted in this schedule(), ``decode_groups``
-        groups decoding with ``decode`` = (sequences, context sum, blocks); drains the
-        allocator's copies and swaps into the plan. ``ticks``: the step advances the
-        groups that ride the clock; ``steady``: see :meth:`steady_ticks`."""
+        """The step's record: the prefills admitted in this schedule() (or ``prefill`` =
+        (prompts, tokens, context sum, scores) and ``prefix_hit_tokens``, from a scheduler
+        that sums its prompt chunks itself), ``decode_groups`` groups decoding with
+        ``decode`` = (sequences, context sum, blocks); drains the allocator's copies and
+        swaps into the plan. ``ticks``: the step advances the groups that ride the
+        clock; ``steady``: see :meth:`steady_ticks`."""
         alloc = self.allocator
         self._ticks = ticks
         self._steady = steady
         self._steady_blocked = is_blocked
-        hits = 0
-        if self._prefilled:
-            pre = Prefill()
-            for group in self._prefilled:
-                ctx = group.num_prefill_tokens
-                cached = self._prefill_cached.pop(group.group_id, 0)
-                hits += cached
-                pre.add(ctx - cached, ctx)
-            prefill = self._prefill_totals(pre)
-        else:
-            prefill = (0, 0, 0, 0.0)
+        hits = prefix_hit_tokens
+        if prefill is None:
+            if self._prefilled:
+                pre = Prefill()
+                for group in self._prefilled:
+                    ctx = group.num_prefill_tokens
+                    cached = self._prefill_cached.pop(group.group_id, 0)
+                    hits += cached
+                    pre.add(ctx - cached, ctx)
+                prefill = self._prefill_totals(pre)
+            else:
+                prefill = (0, 0, 0, 0.0)
         transfers = alloc.drain_transfers()
         plan = plan_of(
             prefill,

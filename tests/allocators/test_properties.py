@@ -14,7 +14,13 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pagesim.allocators import AllocRequest, AllocStatus, ContiguousAllocator, PagedAllocator
+from pagesim.allocators import (
+    AllocRequest,
+    AllocStatus,
+    ContiguousAllocator,
+    PagedAllocator,
+    PagedV1Allocator,
+)
 
 OPS = st.lists(
     st.tuples(st.integers(0, 6), st.integers(0, 10**6), st.integers(0, 10**6)), max_size=80
@@ -310,3 +316,118 @@ def _trajectory(ops) -> list:
 @given(ops=OPS)
 def test_same_operations_give_identical_state(ops):
     assert _trajectory(ops) == _trajectory(ops)
+
+
+def _v1_usage_by_scan(alloc: PagedV1Allocator, shadow: Shadow, targets: dict[int, int]):
+    """Reference: per held block, filled = most any holder filled; will = most any will
+    fill (hits are full for every holder)."""
+    bs = alloc.block_size
+    filled: dict[int, int] = {}
+    will: dict[int, int] = {}
+    for seq_id, n in shadow.num_tokens_by_seq.items():
+        for i, block_id in enumerate(alloc.block_table(seq_id)):
+            filled[block_id] = max(filled.get(block_id, 0), min(bs, n - i * bs))
+            will[block_id] = max(will.get(block_id, 0), min(bs, targets[seq_id] - i * bs))
+    token = sum(filled.values())
+    reserved = sum(max(will[b], filled[b]) - filled[b] for b in filled)
+    return token, reserved, len(filled) * bs - token - reserved
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=OPS,
+    block_size=st.sampled_from([1, 2, 4]),
+    num_blocks=st.integers(2, 24),
+    is_prefix_caching=st.booleans(),
+)
+def test_paged_v1_random_operations_keep_every_invariant(
+    ops, block_size, num_blocks, is_prefix_caching
+):
+    """vLLM V1's manager: admissions whole or by a first chunk (some with tokens past
+    their prompt, as a preempted request comes back, some of a group freed before),
+    chunks and single tokens (``allocate_slots``), bulk appends while every sequence
+    is past its prompt, frees."""
+    alloc = PagedV1Allocator(
+        capacity_slots=num_blocks * block_size + block_size - 1,
+        block_size=block_size,
+        is_prefix_caching=is_prefix_caching,
+    )
+    shadow = Shadow()
+    prompt_by_group: dict[int, tuple[int, tuple[tuple[int, int], ...]]] = {}
+    freed: list[tuple[int, int]] = []  # (group id, tokens it held)
+    for op, a, b in ops:
+        live = sorted(shadow.num_tokens_by_seq)
+        if op in (0, 5) or not live:
+            if op == 5 and freed:
+                group_id, held = freed.pop(a % len(freed))
+                prompt_len, segments = prompt_by_group[group_id]
+                num_tokens = max(held, prompt_len)
+            else:
+                group_id = shadow.new_id()
+                prompt_len = 1 + a % 14
+                segments = _segments(b, prompt_len)
+                num_tokens = prompt_len + (b % 3 == 0) * (b % 5)
+                prompt_by_group[group_id] = (prompt_len, segments)
+            seq_id = shadow.new_id()
+            target = num_tokens + HEADROOM
+            r = AllocRequest(group_id, seq_id, prompt_len, num_tokens, segments, target_len=target)
+            hit = alloc.find_cached(r)
+            assert hit % block_size == 0 and 0 <= hit < num_tokens
+            if b % 2:
+                status = alloc.can_allocate(r)
+                got = alloc.allocate(r)
+                assert (got is not None) == (status is AllocStatus.OK)
+                held = num_tokens
+            else:
+                held = hit + 1 + b % (num_tokens - hit)
+                fits = alloc.can_fit(r, held)
+                got = alloc.admit(r, held - hit)
+                assert (got is not None) == fits
+            if got is not None:
+                assert got.num_cached_tokens == hit
+                shadow.num_tokens_by_seq[seq_id] = held
+                shadow.group_by_seq[seq_id] = group_id
+                shadow.target_by_group[group_id] = target
+                prompt_by_group[seq_id] = (prompt_len, segments)
+        elif op == 6:
+            seq_ids = shadow.on_gpu()
+            past_prompt = all(shadow.num_tokens_by_seq[s] >= prompt_by_group[s][0] for s in seq_ids)
+            if past_prompt:
+                shadow.bulk_append(alloc)
+        else:
+            seq_id = live[a % len(live)]
+            if op in (1, 2):
+                n = 1 + b % 4
+                room = (
+                    shadow.target_by_group[shadow.group_by_seq[seq_id]]
+                    - shadow.num_tokens_by_seq[seq_id]
+                )
+                if n <= room:
+                    can = alloc.can_append_slots(shadow.group_by_seq[seq_id])
+                    grew = alloc.allocate_slots(seq_id, n)
+                    if n == 1:
+                        assert grew == can
+                    if grew:
+                        shadow.num_tokens_by_seq[seq_id] += n
+            else:
+                freed.append((shadow.group_by_seq[seq_id], shadow.num_tokens_by_seq[seq_id]))
+                alloc.free(seq_id)
+                shadow.drop(seq_id)
+        alloc.check_invariants()
+        targets = {s: shadow.target_by_group[g] for s, g in shadow.group_by_seq.items()}
+        for seq_id, n in shadow.num_tokens_by_seq.items():
+            assert alloc.num_slots(seq_id) == n
+        totals = alloc.decode_totals()
+        assert totals.num_seqs == len(shadow.num_tokens_by_seq)
+        assert totals.num_slots == sum(shadow.num_tokens_by_seq.values())
+        assert totals.num_blocks == sum(len(alloc.block_table(s)) for s in shadow.num_tokens_by_seq)
+        u = alloc.usage(False)
+        assert (u.token_slots, u.reserved_slots, u.internal_frag_slots) == _v1_usage_by_scan(
+            alloc, shadow, targets
+        )
+        assert alloc.usage(True).unused_slots == 0
+    for seq_id in sorted(shadow.num_tokens_by_seq):
+        alloc.free(seq_id)
+    alloc.check_invariants()
+    assert alloc.num_free_blocks == alloc.num_usable_blocks == num_blocks - 1
+    assert alloc.usage(is_blocked=False).unused_slots == (num_blocks - 1) * block_size

@@ -9,6 +9,7 @@ from pagesim.allocators import (
     AllocatorSpec,
     ContiguousAllocator,
     PagedAllocator,
+    PagedV1Allocator,
     make_allocator,
 )
 from pagesim.errors import ConfigError
@@ -60,3 +61,16 @@ def test_impossible_pools_name_the_value():
     unknown = AllocatorSpec.model_construct(kind="slab", block_size=16, granule_slots=16)
     with pytest.raises(ConfigError, match="unknown allocator 'slab'"):
         make_allocator(unknown, capacity_slots=1024, cpu_capacity_slots=0, max_model_len=2048)
+
+
+def test_paged_v1_sizes_and_defaults():
+    alloc = make_allocator(
+        AllocatorSpec(kind="paged-v1"),
+        capacity_slots=15_728,
+        cpu_capacity_slots=0,
+        max_model_len=2048,
+    )
+    assert isinstance(alloc, PagedV1Allocator) and alloc.is_paged
+    assert (alloc.num_total_blocks, alloc.num_usable_blocks) == (983, 982)  # the null block
+    assert alloc.is_prefix_caching  # vLLM V1's default
+    assert not build(kind="paged-v1", prefix_caching=False).is_prefix_caching

@@ -20,7 +20,7 @@ from pagesim.calibrate.timing import TimingPolicy
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import load_profile
-from pagesim.simulator.specs import GPUS
+from pagesim.simulator.model_gpu_specs import GPUS
 
 PRIOR = analytic_profile(GPUS["h100-sxm"])
 

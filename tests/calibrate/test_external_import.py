@@ -19,8 +19,8 @@ from pagesim.errors import ConfigError, DataError
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.factory import make_cost_model
 from pagesim.simulator.costmodel.profile import load_profile, profile_from_dict
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import get_gpu, get_model
 
 CPU_CONST_MS, CPU_PER_SEQ_MS = 1.2, 0.04
 

@@ -13,10 +13,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
-from pagesim.calibrate.grid import FULL_GRID
+from pagesim.calibrate.grid import FULL_GRID, gemm_model, plan_grid
+from pagesim.calibrate.models import model_dims
 
 ROOT = Path(__file__).resolve().parents[2]
 #: a bound on the dry run against a hang only, far beyond what a loaded machine takes
@@ -58,9 +60,20 @@ def test_the_grid_times_the_gemms_of_every_shipped_experiments_model():
         doc = yaml.safe_load(path.read_text())
         for spec in doc.values() if isinstance(doc, dict) else []:
             if isinstance(spec, dict) and isinstance(spec.get("hardware"), dict):
-                models.add(spec["hardware"].get("model"))
+                hw = spec["hardware"]
+                tp = hw.get("tensor_parallel", 1)
+                models.add(hw.get("model") if tp == 1 else f"{hw.get('model')}@tp{tp}")
     models.discard(None)
     assert models and set(FULL_GRID.gemm_models) == models
+    # each entry names the shapes of one GPU of its TP group
+    model, tp = gemm_model("opt-175b@tp8")
+    assert (model.name, tp) == ("opt-175b", 8)
+    shapes = {
+        c.params["n"]
+        for c in plan_grid(model_dims("opt-13b"), FULL_GRID, np.random.default_rng(0))
+        if c.term == "gemm" and c.params["model"] == "opt-175b@tp8"
+    }
+    assert 3 * model.hidden_size // 8 in shapes
 
 
 def _wheel(folder: Path, name: str = "demo_pkg") -> Path:

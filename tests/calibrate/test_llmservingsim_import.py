@@ -21,8 +21,8 @@ from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.factory import make_cost_model
 from pagesim.simulator.costmodel.model import layer_gemm_shapes, lm_head_shape
 from pagesim.simulator.costmodel.profile import load_profile
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import get_gpu, get_model
 
 MODEL = get_model("llama-3.1-8b")
 TOKENS = (1, 4, 16, 64, 256, 512, 1024, 2048)

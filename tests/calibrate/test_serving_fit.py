@@ -22,8 +22,8 @@ from pagesim.calibrate.serving import (
 )
 from pagesim.simulator import simulate
 from pagesim.simulator.costmodel.factory import cost_model_for
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.spec import run_spec_from_dict
-from pagesim.simulator.specs import get_gpu, get_model
 from pagesim.workloads.records import MeasuredRun, check_records
 
 FIXTURE = Path(__file__).parents[1] / "simulator" / "fixtures" / "tiny_profile.yaml"

@@ -18,8 +18,8 @@ from pagesim.cli import main
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.iteration import step_features
 from pagesim.simulator.costmodel.profile import load_profile
+from pagesim.simulator.model_gpu_specs import get_model
 from pagesim.simulator.plan import BatchPlan
-from pagesim.simulator.specs import get_model
 
 MODEL = get_model("llama-2-70b")
 #: the made-up law: const + bytes at 1.5 TB/s or flops at 200 TFLOP/s, + 20 us per token

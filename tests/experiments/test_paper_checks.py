@@ -7,11 +7,9 @@ import pandas as pd
 from pagesim.experiments.paper_checks import (
     BestCheck,
     Comparison,
-    GrowthCheck,
     OrderCheck,
     best_rows,
     comparison_row,
-    growth_rows,
     order_rows,
 )
 from pagesim.experiments.summary import PaperTarget, comparison_lines
@@ -68,19 +66,6 @@ def test_order_within_groups():
     ]  # fmt: skip
 
 
-def test_growth_compares_the_highest_load_with_the_lowest():
-    rows = growth_rows(GrowthCheck(by="allocator.kind"), RESULTS)
-    assert {r.check.split()[0]: r.holds for r in rows} == {
-        "max": True,
-        "oracle": True,
-        "paged": True,
-    }
-    flat = _curves([("paged", 1.0, 0.04), ("paged", 2.0, 0.03), ("oracle", 1.0, 0.05)])
-    rows = {r.check.split()[0]: r for r in growth_rows(GrowthCheck(by="allocator.kind"), flat)}
-    assert rows["paged"].holds is False and rows["paged"].values == "0.04 → 0.03"
-    assert rows["oracle"].holds is None  # one rate only
-
-
 def test_comparison_and_best():
     blocks = pd.DataFrame(
         {"label": ["1", "16", "256"], "allocator.block_size": [1, 16, 256], LAT: [0.05, 0.03, 0.04]}
@@ -93,6 +78,23 @@ def test_comparison_and_best():
     blocks.loc[2, LAT] = 0.01
     best = best_rows(BestCheck(claim="16-32", x="allocator.block_size", low=16, high=32), blocks)
     assert [r.holds for r in best] == [False] and "allocator.block_size=256" in best[0].values
+
+
+def test_best_among_the_rows_where_says():
+    blocks = pd.DataFrame(
+        {
+            "label": ["recompute+1", "recompute+16", "swap+1", "swap+16"],
+            "scheduler.preemption_mode": ["recompute", "recompute", "swap", "swap"],
+            "allocator.block_size": [1, 16, 1, 16],
+            LAT: [0.05, 0.03, 0.01, 0.04],
+        }
+    )
+    check = BestCheck(claim="16-128", x="allocator.block_size", low=16, high=128,
+                      where={"scheduler.preemption_mode": "recompute"})  # fmt: skip
+    [row] = best_rows(check, blocks)
+    assert row.holds is True and row.where.startswith("scheduler.preemption_mode=recompute")
+    everywhere = check.model_copy(update={"where": {}})
+    assert [r.holds for r in best_rows(everywhere, blocks)] == [False]  # swap+1 is lowest
 
 
 def test_summary_shows_the_checks_and_the_stated_cause():

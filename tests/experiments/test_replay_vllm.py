@@ -45,9 +45,16 @@ def test_replay_writes_every_metric_beside_the_measured_one(tmp_path):
     out = tmp_path / "out"
     code = main(
         [
-            "replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
-            "--server-args", "--max-num-seqs 64 --block-size 16 --num-gpu-blocks-override 500",
-            "--out", str(out),
+            "replay-vllm",
+            str(path),
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            "a100-80gb",
+            "--server-args",
+            "--max-num-seqs 64 --block-size 16 --num-gpu-blocks-override 500",
+            "--out",
+            str(out),
         ]
     )
     assert code == 0

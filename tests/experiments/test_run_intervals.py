@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from pagesim.cli import main
 
@@ -41,7 +42,9 @@ def test_intervals_add_lo_hi_columns_from_the_replicates(tmp_path):
     assert "2 point(s) × 6 replicates. Intervals: 90%" in summary
     assert "sources seeds, cost, serving" in summary
     # every replicate is its own run; the first keeps its per-request and per-step tables
-    assert len(list((out / "requests").glob("p000_*_r*.csv.gz"))) == 1  # replicate 0 keeps its tables
+    assert (
+        len(list((out / "requests").glob("p000_*_r*.csv.gz"))) == 1
+    )  # replicate 0 keeps its tables
     first = (out / "results.csv").read_bytes()
     _run(tmp_path, "a100-80gb-vidur", "--intervals", "90", "--replicates", "6")
     assert (out / "results.csv").read_bytes() == first  # deterministic (and from the cache)
@@ -49,8 +52,14 @@ def test_intervals_add_lo_hi_columns_from_the_replicates(tmp_path):
 
 def test_a_profiles_conformal_factor_widens_its_intervals(tmp_path):
     out = _run(
-        tmp_path, "a100-80gb-vidur-vllm023-serving", "--intervals", "90", "--replicates", "4",
-        "--spread", "cost,serving",
+        tmp_path,
+        "a100-80gb-vidur-vllm023-serving",
+        "--intervals",
+        "90",
+        "--replicates",
+        "4",
+        "--spread",
+        "cost,serving",
     )
     results = pd.read_csv(out / "results.csv")
     assert results["interval_source"].str.startswith("conformal factor 0.775").all()
@@ -62,6 +71,21 @@ def test_bad_interval_flags_name_the_flag(tmp_path, capsys):
     code = main(["run", str(path), "--out", str(tmp_path / "o"), "--intervals", "150"])
     assert code == 2
     assert "--intervals/--replicates/--spread" in capsys.readouterr().err
-    code = main(["run", str(path), "--out", str(tmp_path / "o"), "--intervals", "90", "--spread", "moon"])
+    code = main(
+        ["run", str(path), "--out", str(tmp_path / "o"), "--intervals", "90", "--spread", "moon"]
+    )
     assert code == 2
     assert "sources" in capsys.readouterr().err
+
+
+def test_each_run_can_be_written_as_a_vllm_bench_serve_result(tmp_path):
+    import json
+
+    out = _run(tmp_path, "a100-80gb-vidur", "--vllm-json")
+    results = pd.read_csv(out / "results.csv").set_index("point")
+    for point in ("p000", "p001"):
+        doc = json.loads((out / "vllm_bench" / f"{point}_seed0.json").read_text())
+        assert doc["completed"] == 40 and isinstance(doc["completed"], int)
+        assert len(doc["input_lens"]) == len(doc["ttfts"]) == len(doc["start_times"]) == 40
+        assert doc["median_ttft_ms"] == pytest.approx(results.loc[point, "median_ttft_ms"])
+        assert doc["request_throughput"] == pytest.approx(results.loc[point, "request_throughput"])

@@ -20,6 +20,8 @@ EXPECTED = {
     "azure_replay", "paper_fig2", "paper_fig12_sharegpt", "paper_fig12_alpaca", "paper_fig14a",
     "paper_fig14b", "paper_fig16", "paper_fig17", "paper_fig18b", "paper_fig19", "paper_fig13",
     "paper_fig15", "paper_fig12_sharegpt_serving", "paper_fig13_serving",
+    "paper_fig12_66b_sharegpt", "paper_fig12_66b_alpaca", "paper_fig12_175b_sharegpt",
+    "paper_fig12_175b_alpaca", "paper_fig12_alpaca_serving", "paper_fig13b",
 }  # fmt: skip
 _SHAREGPT_PAPER = ("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))
 _ALPACA_5000 = ("alpaca-5000", ("alpaca", "alpaca_5000.json"))
@@ -32,9 +34,12 @@ EXTERNAL = {
     "paper_fig12_sharegpt_serving": [_SHAREGPT_PAPER],
     "paper_fig13_serving": [_SHAREGPT_PAPER],
     "paper_fig19": [_SHAREGPT_PAPER],
+    "paper_fig12_66b_sharegpt": [_SHAREGPT_PAPER],
+    "paper_fig12_175b_sharegpt": [_SHAREGPT_PAPER],
     **{name: [_ALPACA_5000] for name in
        ("paper_fig12_alpaca", "paper_fig14a", "paper_fig14b", "paper_fig15", "paper_fig16",
-        "paper_fig18b")},
+        "paper_fig18b", "paper_fig12_66b_alpaca", "paper_fig12_175b_alpaca",
+        "paper_fig12_alpaca_serving", "paper_fig13b")},
 }  # fmt: skip
 #: Charts the current simulator cannot give, and why (reported in summary.md, never hidden).
 KNOWN_UNAVAILABLE = {("parallel_sampling", "sharing_savings"), ("beam_search", "sharing_savings")}

@@ -9,9 +9,9 @@ from pagesim.cli import main
 from pagesim.errors import DataError
 from pagesim.experiments import splitwise_crosscheck as S
 from pagesim.simulator.costmodel.factory import make_cost_model
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import get_gpu, get_model
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

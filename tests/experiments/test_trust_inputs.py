@@ -38,7 +38,7 @@ def test_edited_trace_csv_is_not_served_from_cache(write_doc, tmp_path):
 
 def test_edited_profile_is_not_served_from_cache(write_doc, tmp_path):
     from pagesim.simulator.costmodel.analytic import analytic_profile
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     profile = analytic_profile(get_gpu("a100-40gb"))
     profile_path = profile.with_terms(kind="synthetic", date="2026-01-01").save(tmp_path / "p.yaml")

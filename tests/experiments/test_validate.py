@@ -110,7 +110,10 @@ def test_incompatible_point_names_point_and_values(tiny_doc, write_doc):
     tiny_doc["sweep"] = {"grid": {"scheduler.kind": ["vllm"], "allocator.kind": ["max"]}}
     msg = _error(write_doc(tiny_doc))
     assert "point p000 (scheduler.kind=vllm, allocator.kind=max)" in msg
-    paged = ", ".join(sorted(k for k, cls in ALLOCATORS.items() if cls.is_paged))
+    # the paged allocators that speak v0's allocator verbs (paged-v1 speaks V1's)
+    paged = ", ".join(
+        sorted(k for k, c in ALLOCATORS.items() if c.is_paged and c.kv_interface == "allocator")
+    )
     assert f"'vllm' needs a paged allocator ({paged}), got 'max'" in msg
 
 

@@ -218,3 +218,96 @@ def test_fit_serving_command_reproduces_the_shipped_profile(real, tmp_path):
     fitted, shipped = load_profile(tmp_path / "profile.yaml"), load_profile(SHIPPED)
     assert fitted.intervals is None and shipped.intervals is not None
     assert fitted.with_terms(intervals=shipped.intervals).to_dict() == shipped.to_dict()
+
+
+# ---- vLLM 0.19 (V1) runs from LLMServingSim --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def v019(tmp_path_factory, shared_data):
+    data = shared_data("llmservingsim_vllm019")
+    out = tmp_path_factory.mktemp("validation-v019")
+    return data, run_validation(data, out)
+
+
+def _rows(table, run, metric):
+    sub = table[
+        (table["run"] == run) & (table["cost_model"] == "kernels") & (table["metric"] == metric)
+    ]
+    return sub.set_index("stat")["error"]
+
+
+def test_vllm019_the_rtx4090_run_is_within_five_percent(v019):
+    _, (study, table, _, _) = v019
+    run = "RTX4090-Llama-3.1-8B"
+    assert [v.name for v in study.runs] == [
+        "RTX4090-Llama-3.1-8B", "RTXPRO6000-Llama-3.1-8B", "RTXPRO6000-Qwen3-32B",
+    ]  # fmt: skip
+    assert "not replayed, a mixture-of-experts model" in " ".join(study.extra["skipped"])
+    for metric in ("tpot", "e2e"):
+        errors = _rows(table, run, metric)
+        assert abs(errors["p50"]) <= 0.05 and abs(errors["mean"]) <= 0.05, (metric, errors)
+    # the pool replayed is the engine's own
+    rtx = next(v for v in study.runs if v.name == run)
+    assert rtx.settings["hardware"]["kv_slots"] == 2588 * 16
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the imported layer profiles hold no host time and price a mixed step's attention "
+    "as its prefill plus its decode part, 22-55% low (docs/validation_vllm019.md): the RTX PRO "
+    "6000 runs are 10-44% fast",
+)
+def test_vllm019_every_dense_run_is_within_five_percent(v019):
+    _, (study, table, _, _) = v019
+    for v in study.runs:
+        for metric in ("ttft", "tpot", "e2e"):
+            errors = _rows(table, v.name, metric)
+            assert abs(errors["p50"]) <= 0.05 and abs(errors["mean"]) <= 0.05, (v.name, metric)
+
+
+def test_docs_validation_vllm019_page_is_up_to_date(v019):
+    _, (study, table, goals, replays) = v019
+    assert (DOCS / "validation_vllm019.md").read_text() == page_text(
+        study, table, goals, replays
+    ), (
+        "docs/validation_vllm019.md is stale: run `pagesim validate-vllm --data "
+        "../shared/data/llmservingsim_vllm019 --out OUT --docs docs/validation_vllm019.md`"
+    )
+
+
+# ---- vLLM 0.15.1 (V1) on H100 from inference-sim ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def h100(tmp_path_factory, shared_data):
+    data = shared_data("inference_sim_h100_v0151")
+    out = tmp_path_factory.mktemp("validation-h100")
+    return data, run_validation(data, out)
+
+
+def test_h100_stages_that_kept_up_are_replayed_and_the_rest_said(h100):
+    _, (study, table, goals, _) = h100
+    skipped = " ".join(study.extra["skipped"])
+    assert skipped.count("mixture-of-experts") == 4
+    assert "reasoning stage 0 (4 req/s): overloaded" in skipped
+    assert len(study.runs) == 15 and set(table["metric"]) == {"e2e", "ttft", "itl"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the kernel profile (Vidur's H100 GEMMs, A100 attention projected, vLLM v0's host "
+    "overhead) makes V1's steps with CUDA graphs too slow and its TTFT too fast "
+    "(docs/validation_h100.md)",
+)
+def test_h100_median_errors_within_the_targets(h100):
+    _, (_, _, goals, _) = h100
+    assert all(g.met for g in goals), [g.detail for g in goals]
+
+
+def test_docs_validation_h100_page_is_up_to_date(h100):
+    _, (study, table, goals, replays) = h100
+    assert (DOCS / "validation_h100.md").read_text() == page_text(study, table, goals, replays), (
+        "docs/validation_h100.md is stale: run `pagesim validate-vllm --data "
+        "../shared/data/inference_sim_h100_v0151 --out OUT --docs docs/validation_h100.md`"
+    )

@@ -18,9 +18,9 @@ from pagesim.simulator.costmodel import (
     project_profile,
 )
 from pagesim.simulator.costmodel import features as F
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import get_gpu, get_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_profile.yaml"
 OPT13B, A100 = get_model("opt-13b"), get_gpu("a100-40gb")

@@ -9,7 +9,7 @@ import yaml
 
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel import analytic_profile, load_profile, profile_from_dict
-from pagesim.simulator.specs import get_gpu
+from pagesim.simulator.model_gpu_specs import get_gpu
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_profile.yaml"
 

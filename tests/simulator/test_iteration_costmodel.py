@@ -7,9 +7,9 @@ from pagesim.simulator.costmodel.factory import make_cost_model
 from pagesim.simulator.costmodel.iteration import IterationCostModel, step_features
 from pagesim.simulator.costmodel.model import CostModel
 from pagesim.simulator.costmodel.profile import Profile, Term
+from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import get_gpu, get_model
 
 PREFILL = Term({"const_s": 0.01, "s_per_byte": 1e-12, "s_per_flop": 4e-15, "s_per_seq": 1e-3})
 DECODE = Term({"const_s": 0.02, "s_per_byte": 5e-13, "s_per_token": 1e-4})

@@ -6,8 +6,8 @@ import pytest
 
 from pagesim.errors import ConfigError
 from pagesim.simulator.memory import activation_reserve_bytes, kv_pool
+from pagesim.simulator.model_gpu_specs import GIB, get_model
 from pagesim.simulator.spec import HardwareSpec
-from pagesim.simulator.specs import GIB, get_model
 
 
 def test_12_gib_on_opt_13b_is_15728_slots():

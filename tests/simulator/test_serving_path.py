@@ -13,9 +13,9 @@ from pagesim.simulator import simulate
 from pagesim.simulator.costmodel.factory import cost_model_for
 from pagesim.simulator.costmodel.profile import load_profile, profile_from_dict
 from pagesim.simulator.memory import vllm_v02_pool
+from pagesim.simulator.model_gpu_specs import GIB, get_gpu, get_model
 from pagesim.simulator.plan import BatchPlan
 from pagesim.simulator.spec import run_spec_from_dict
-from pagesim.simulator.specs import GIB, get_gpu, get_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_profile.yaml"
 SERVING = {
@@ -156,3 +156,19 @@ def test_vllm_v02_pool_is_its_formula_with_each_term():
             block_size=16,
             swap_space_gib=4,
         )
+
+
+def test_vllm_v1_pool_is_its_formula_and_an_upper_bound_of_the_engines():
+    from pagesim.simulator.memory import vllm_v1_pool
+
+    model, gpu = get_model("llama-3.1-8b"), get_gpu("rtx-4090")
+    pool = vllm_v1_pool(
+        model, gpu, tensor_parallel=1, gpu_memory_utilization=0.9, max_num_batched_tokens=2048,
+        max_num_seqs=256, block_size=16, total_memory_bytes=25_250_627_584,
+    )  # fmt: skip
+    per_block = 16 * 2 * 8 * 128 * 2 * 32  # block x K,V x KV heads x head dim x bf16 x layers
+    assert pool.block_bytes == per_block
+    available = pool.requested_bytes - pool.weight_bytes - pool.activation_bytes
+    assert pool.num_gpu_blocks == available // per_block
+    # the engine reported 2,588 on this GPU: the model leaves out the non-torch memory
+    assert pool.num_gpu_blocks >= 2588

@@ -4,7 +4,14 @@ and cost model: OPT-13B, 15,728 KV slots (12 GiB), ShareGPT, Poisson 2 req/s.
 The memory breakdown and batch size are measured over the steady part of the run:
 from a quarter of the arrival span (the ramp-up, while the pool is still filling) to
 the last arrival (after it the server drains). Bands are the paper's numbers ± 5
-percentage points (Fig. 2) and ± 25 % on the ratios (Fig. 13a).
+percentage points (Fig. 2) and ± 25 % on the ratios (Fig. 13a), tests/bands.py.
+
+No band holds what arithmetic fixes: Orca (Max)'s batch of 7 (floor(15,728 / 2,048)
+reservations in a saturated pool) and vLLM's token states once its pool is saturated
+(every slot holds a token but the last partial block of each request: ~97 % whatever the
+workload) could not fail, so neither is tested; the paper-settings suite holds Figures 2
+and 13a on the artifact's exact workload (tests/experiments/test_paper_fig2.py,
+test_paper_fig13.py).
 
 Known gaps, kept visible as strict xfails rather than tuned away:
 - token states run ~5-6 points under the paper for every system: the shipped
@@ -21,12 +28,12 @@ Known gaps, kept visible as strict xfails rather than tuned away:
 from __future__ import annotations
 
 import pytest
+from bands import band
 
 from pagesim.simulator import simulate
 from pagesim.simulator.spec import run_spec_from_dict
 
 SYSTEMS = ("max", "pow2", "oracle", "paged")
-PAPER_TOKEN_PCT = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}
 NUM_REQUESTS = 600
 
 
@@ -85,35 +92,16 @@ _UNSAT = "vLLM is not memory-saturated at 2 req/s with the analytic cost model (
     ],
 )
 def test_fig2_token_states_within_5_points_of_the_paper(fig2, kind):
-    assert 100 * fig2[kind]["mem_token_frac"] == pytest.approx(PAPER_TOKEN_PCT[kind], abs=5.0)
+    band("sim_fig2", kind).check(100 * fig2[kind]["mem_token_frac"], kind)
 
 
-def test_fig13a_batch_sizes_order_and_orca_values(fig2):
+def test_fig13a_batch_sizes_order_like_the_paper(fig2):
     batch = {k: fig2[k]["batch_size"] for k in SYSTEMS}
     assert batch["max"] < batch["pow2"] < batch["oracle"] < batch["paged"]
-    # Orca (Max) fits floor(15728 / 2048) = 7 requests, and the queue keeps it full
-    assert batch["max"] == pytest.approx(7.0, abs=0.35)
 
 
 @pytest.mark.xfail(strict=True, reason=_UNSAT)
-def test_fig13a_vllm_ratios_within_25_percent(fig2):
-    batch = {k: fig2[k]["batch_size"] for k in SYSTEMS}
-    assert batch["paged"] / batch["oracle"] == pytest.approx(2.2, rel=0.25)
-    assert batch["paged"] / batch["max"] == pytest.approx(4.3, rel=0.25)
-
-
-SATURATED_RATE_REQ_S = 4.0
-
-
-def test_fig2_vllm_token_states_when_memory_is_saturated():
-    """Figure 2's vLLM bar is a memory-saturated server. Here vLLM's throughput knee on
-    this trace is near 3 req/s (see the module docstring), so saturation takes a higher
-    offered load than the paper's 2 req/s: at 4 req/s the waiting queue never empties
-    and the steady-state breakdown is the paper's (measured 96.7 % token states,
-    2.1 % reservation in the last partial blocks, 1.0 % kept free by the watermark)."""
-    spec = spec_for("paged", arrivals={"process": "poisson", "rate_req_s": SATURATED_RATE_REQ_S})
-    parts = steady(simulate(spec))
-    assert 100 * parts["mem_token_frac"] == pytest.approx(PAPER_TOKEN_PCT["paged"], abs=5.0)
-    assert parts["mem_internal_frag_frac"] < 0.005
-    # everything else together ("the remaining 3.7" in the paper) stays small
-    assert 1.0 - parts["mem_token_frac"] < 0.06
+@pytest.mark.parametrize("ratio", ["paged/oracle", "paged/max"])
+def test_fig13a_vllm_ratios_within_25_percent(fig2, ratio):
+    numerator, denominator = ratio.split("/")
+    band("sim_fig13a", ratio).check(fig2[numerator]["batch_size"] / fig2[denominator]["batch_size"])

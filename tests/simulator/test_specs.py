@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagesim.errors import ConfigError
-from pagesim.simulator.specs import GPUS, MODELS, get_gpu, get_model
+from pagesim.simulator.model_gpu_specs import GPUS, MODELS, get_gpu, get_model
 
 
 def test_opt_13b_kv_is_800_kib_per_token():

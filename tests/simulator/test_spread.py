@@ -10,8 +10,8 @@ from pagesim.simulator import simulate
 from pagesim.simulator.costmodel.factory import replicate_rng, resolve_profile
 from pagesim.simulator.costmodel.serving import RESIDUAL_QUANTILES
 from pagesim.simulator.costmodel.spread import apply, draw, draw_residual
+from pagesim.simulator.model_gpu_specs import get_gpu
 from pagesim.simulator.spec import run_spec_from_dict
-from pagesim.simulator.specs import get_gpu
 
 Q = (-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2)
 

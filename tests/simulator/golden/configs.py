@@ -1,7 +1,7 @@
 """The seeded configurations of the engine goldens (``make_goldens.py``, ``test_goldens.py``).
 
-Together they cover every scheduler (vllm, orca, static) and allocator (paged; max,
-pow2, oracle on buddy and first-fit heaps), preemption by recompute and by swap, swap
+Together they cover every scheduler (vllm, vllm-paper, vllm-v1, orca, static) and
+allocator (paged, paged-v1; max, pow2, oracle on buddy and first-fit heaps), preemption by recompute and by swap, swap
 aborts, the watermark, token and sequence caps, prompts over the limit, requests that
 never fit, time limits, sample windows and ``every_step``, invariant checking, beam
 search, parallel sampling and prefix caching:
@@ -12,7 +12,9 @@ search, parallel sampling and prefix caching:
   small enough to preempt on most steps, tiny CPU swap spaces, binding caps);
 - ``orca_doc``: Orca over every reservation policy, heap and granule size;
 - ``sharing_docs``: beam search, parallel sampling and prefix caching at larger sizes,
-  with swapping of multi-sequence groups.
+  with swapping of multi-sequence groups;
+- ``paper_docs``: the beam ancestry model, vllm-paper and the pinned prefix;
+- ``v1_doc``: vllm-v1 on paged-v1, stressed.
 """
 
 from __future__ import annotations
@@ -230,6 +232,53 @@ def paper_docs() -> dict[str, dict]:
     }
 
 
+def v1_doc(seed: int) -> dict:
+    """vLLM V1's scheduler on its KV cache manager, stressed: pools small enough to
+    preempt, budgets small enough to chunk prompts, the long-prefill threshold, v0.15.1's
+    admission, shared prefixes with and without caching. Written by the build that added
+    them (``make_goldens.py --only``)."""
+    rng = np.random.default_rng(3000 + seed)
+    arrivals = {"process": str(rng.choice(["poisson", "poisson", "gamma", "burst"]))}
+    if arrivals["process"] != "burst":
+        arrivals["rate_req_s"] = float(rng.choice([2.0, 8.0, 32.0]))
+    if arrivals["process"] == "gamma":
+        arrivals["cv"] = float(rng.choice([0.5, 3.0]))
+    workload = {
+        "name": str(rng.choice(["sharegpt", "alpaca-like"])),
+        "num_requests": int(rng.integers(30, 100)),
+    }
+    if rng.random() < 0.5:
+        workload["shared_prefix_len"] = int(rng.choice([24, 64, 200]))
+    max_model_len = int(rng.choice([1024, 2048]))
+    doc = {
+        "workload": workload,
+        "arrivals": arrivals,
+        "hardware": {"kv_slots": int(rng.choice([2200, 4000, 8000, 60000]))},
+        "allocator": {
+            "kind": "paged-v1",
+            "block_size": int(rng.choice([1, 8, 16, 32])),
+            "prefix_caching": bool(rng.random() < 0.75),
+        },
+        "scheduler": {
+            "kind": "vllm-v1",
+            "max_num_seqs": int(rng.choice([4, 32, 256])),
+            "max_num_batched_tokens": int(rng.choice([64, 512, 2048])),
+            "long_prefill_token_threshold": int(rng.choice([0, 0, 48, 256])),
+            "reserve_full_prompt": bool(rng.random() < 0.7),
+        },
+        "metrics": {"sample_interval_s": float(rng.choice([0.05, 1.0, 10.0]))},
+        "max_model_len": max_model_len,
+        "seed": seed,
+    }
+    if rng.random() < 0.2:
+        doc["max_sim_time_s"] = float(rng.choice([3.0, 10.0]))
+    if rng.random() < 0.2:
+        doc["metrics"]["every_step"] = True
+    if rng.random() < 0.4:
+        doc["check_invariants"] = True
+    return doc
+
+
 def golden_configs() -> dict[str, dict]:
     """Every golden configuration by its file name."""
     docs = {f"random_{s:02d}": random_doc(s) for s in range(24)}
@@ -237,4 +286,5 @@ def golden_configs() -> dict[str, dict]:
     docs.update({f"orca_{s:02d}": orca_doc(s) for s in range(24)})
     docs.update(sharing_docs())
     docs.update(paper_docs())
+    docs.update({f"v1_{s:02d}": v1_doc(s) for s in range(8)})
     return docs

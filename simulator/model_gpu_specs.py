@@ -207,6 +207,9 @@ def _models() -> dict[str, ModelSpec]:
         _llama("llama-2-7b", 32, 4096, 32, 32, 11008, 32000),
         _llama("llama-2-13b", 40, 5120, 40, 40, 13824, 32000),
         _llama("llama-2-70b", 80, 8192, 64, 8, 28672, 32000),
+        # codellama/CodeLlama-34b-Instruct-hf's config.json: 48 layers, hidden 8192, 64 heads,
+        # 8 KV heads, intermediate 22016, vocabulary 32000
+        _llama("codellama-34b", 48, 8192, 64, 8, 22016, 32000),
         _llama("llama-3-8b", 32, 4096, 32, 8, 14336, 128256),
         _llama("llama-3.1-8b", 32, 4096, 32, 8, 14336, 128256),
         _llama("qwen3-32b", 64, 5120, 64, 8, 25600, 151936, head_dim=128, has_qk_norm=True),
