@@ -15,6 +15,7 @@ RUN_EXAMPLES = """examples:
   pagesim run experiments/latency_vs_rate.yaml --jobs 2 --out out/latency
   pagesim run block_size_sweep --set workload.num_requests=200 --set arrivals.rate_req_s=1.5
   pagesim run memory_waste --executor ray      # needs: pip install 'pagesim[cluster]'
+  pagesim run memory_waste --executor ray --ray-address 10.0.0.5:6379   # an existing cluster
 """
 
 
@@ -55,6 +56,21 @@ def _interval_spec(args: argparse.Namespace):
         raise ConfigError(format_validation_error(exc, "--intervals/--replicates/--spread")) from None
 
 
+def _say(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr)
+
+
+def _check_executor(args: argparse.Namespace) -> None:
+    from pagesim.errors import ConfigError
+
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
+    if args.ray_address is not None and args.executor != "ray":
+        raise ConfigError("--ray-address: only with --executor ray")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
@@ -65,8 +81,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pagesim.experiments.summary import workload_tables
     from pagesim.experiments.validate import load_experiment_points, set_flags
 
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs {args.jobs}: must be at least 1")
+    _check_executor(args)
     if args.experiment == "paper" and not Path(args.experiment).is_file():
         return _run_paper_suite(args)
     if args.docs is not None:
@@ -89,6 +104,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         variant="quick" if args.quick else "full",
         points=points,
         vllm_json=args.vllm_json,
+        ray_address=args.ray_address,
+        say=_say,
     )
     print(
         f"{spec.name}: {output.num_runs} runs ({output.num_computed} computed, "
@@ -118,11 +135,12 @@ def _run_paper_suite(args: argparse.Namespace) -> int:
         Path(args.out) if args.out else Path("out") / ("paper-quick" if args.quick else "paper")
     )
     started = time.monotonic()
-    entries = run_paper_suite(
-        out_dir, quick=args.quick, jobs=args.jobs, executor=args.executor,
-        progress=True if args.progress else None,
-        docs=Path(args.docs) if args.docs is not None else None,
-    )  # fmt: skip
+    with _ray_for_suite(args):
+        entries = run_paper_suite(
+            out_dir, quick=args.quick, jobs=args.jobs, executor=args.executor,
+            progress=True if args.progress else None,
+            docs=Path(args.docs) if args.docs is not None else None,
+        )  # fmt: skip
     for entry in entries:
         print(
             f"{entry.name}: {entry.num_runs} runs ({entry.num_computed} computed, "
@@ -134,6 +152,18 @@ def _run_paper_suite(args: argparse.Namespace) -> int:
     )
     print(f"report: {out_dir / 'report.md'}" + (f"; docs page: {args.docs}" if args.docs else ""))
     return 0
+
+
+def _ray_for_suite(args: argparse.Namespace):
+    """With ``--executor ray``: one Ray session for every experiment of the suite."""
+    from contextlib import nullcontext
+
+    if args.executor != "ray":
+        return nullcontext()
+    from pagesim.experiments.executors import ray_session
+    from pagesim.experiments.runner import default_jobs
+
+    return ray_session(args.ray_address, args.jobs or default_jobs(), _say)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -246,7 +276,16 @@ def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
         "--executor",
         choices=("local", "ray"),
         default="local",
-        help="where runs execute (default: local processes)",
+        help="where runs execute (default: local processes); ray: on a Ray cluster, input "
+        "files sent by content (docs/guide.md#running-on-a-ray-cluster)",
+    )
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="with --executor ray: join the Ray cluster at ADDRESS (host:port, or auto) "
+        "instead of starting a local one (default: $RAY_ADDRESS if set); --jobs then does "
+        "not apply",
     )
     run.add_argument(
         "--quick",

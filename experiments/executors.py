@@ -6,9 +6,13 @@ result to the cache as it arrives, so results never depend on the executor or on
 the order. A run that raises a :class:`PagesimError` ends the sweep with
 :class:`RunFailed`, which carries the run's index. ``local`` with one job runs in this process (no pickling: any
 ``simulate`` callable works); with more jobs it uses a ProcessPoolExecutor, and
-``simulate`` must be importable by name. ``ray`` needs the ``cluster`` extra; it
-joins a running Ray instance if there is one, else starts a local one with
-``jobs`` CPUs and shuts it down afterwards.
+``simulate`` must be importable by name. ``ray`` needs the ``cluster`` extra
+(:func:`ray_session`): it uses the Ray this process already joined, else connects to
+the cluster at ``ray_address`` (``--ray-address``, else ``$RAY_ADDRESS``), else starts
+a local Ray instance with ``jobs`` CPUs, and leaves it afterwards. Its workers never
+read an input file by path: each run's files travel by content with the run
+(``remote_inputs.py``), so a node that lacks them, or has other files at the same
+paths, computes the same result.
 
 Stopping (local pool): workers ignore SIGINT, so Ctrl-C reaches only the main
 process; when the consumer stops (KeyboardInterrupt, an error, or closing the
@@ -27,13 +31,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from typing import Any
 
 from pagesim.errors import ConfigError, PagesimError
 from pagesim.simulator.result import RunResult
 from pagesim.simulator.spec import RunSpec
 
 Simulate = Callable[..., RunResult]
+#: Told one line about where runs execute (the CLI prints it).
+Say = Callable[[str], None]
 EXECUTORS = ("local", "ray")
+#: The environment variable Ray reads a cluster's address from (as ``--ray-address``).
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 #: Seconds a terminated worker gets to exit before it is killed.
 STOP_GRACE_S = 1.0
 #: Seconds the pool's manager thread gets to end once its workers are gone.
@@ -124,46 +134,130 @@ def run_local(
             stop_pool(pool)
 
 
-def run_ray(
-    simulate: Simulate, run_specs: Sequence[RunSpec], jobs: int
-) -> Iterator[tuple[int, RunResult]]:
+def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
         raise ConfigError(
             "--executor ray needs Ray: pip install 'pagesim[cluster]' (or use --executor local)"
         ) from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def ray_address(given: str | None) -> tuple[str | None, str]:
+    """``(address, where it came from)``: ``given`` (``--ray-address``), else
+    ``$RAY_ADDRESS``; None (start a local instance) when neither is set or it is ``local``."""
+    if given is not None and given.strip():
+        address, origin = given.strip(), "--ray-address"
+    else:
+        address, origin = os.environ.get(RAY_ADDRESS_ENV, "").strip(), RAY_ADDRESS_ENV
+    if not address or address == "local":
+        return None, ""
+    return address, origin
+
+
+def _count(number: float, noun: str) -> str:
+    return f"{number:g} {noun}" + ("" if number == 1 else "s")
+
+
+@contextmanager
+def ray_session(address: str | None, jobs: int, say: Say | None = None) -> Iterator[None]:
+    """Ray joined for the runs inside: the instance this process already joined (left as
+    it is), else the cluster at :func:`ray_address` (``ray.init(address=...)``: its own
+    CPUs, ``jobs`` does not apply), else a local instance started with ``jobs`` CPUs
+    (``address="local"``, so that neither ``$RAY_ADDRESS`` nor a cluster started on this
+    machine with ``ray start`` is joined by mistake). ``say`` is told which, in one line.
+    A session this function opened is closed on the way out (a cluster keeps running)."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    address, origin = ray_address(address)
+    if address is None:
+        ray.init(address="local", num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+        line = (
+            f"ray: started a local Ray instance with {_count(jobs, 'CPU')} "
+            f"(no --ray-address or {RAY_ADDRESS_ENV} given)"
+        )
+    else:
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+            raise ConfigError(f"{origin} {address}: cannot join the Ray cluster: {exc}") from None
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+        cpus = ray.cluster_resources().get("CPU", 0)
+        line = (
+            f"ray: joined the cluster at {address} ({origin}): {_count(len(nodes), 'node')}, "
+            f"{_count(cpus, 'CPU')}; input files go to the workers by content"
+        )
     try:
-        remote_simulate = ray.remote(simulate)
-        ref_to_index = {remote_simulate.remote(spec): i for i, spec in enumerate(run_specs)}
-        pending = list(ref_to_index)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            index = ref_to_index[done[0]]
-            try:
-                result = ray.get(done[0])
-            except PagesimError as exc:
-                raise RunFailed(index, exc) from None
-            yield index, result
+        if say is not None:
+            say(line)
+        yield
     finally:
-        if started_here:
-            ray.shutdown()
+        ray.shutdown()
+
+
+def _task_error(exc: PagesimError) -> PagesimError:
+    """The error a run raised, out of Ray's wrapper (an instance of a subclass of its class,
+    whose text carries the worker's traceback)."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, PagesimError) else exc
+
+
+def run_ray(
+    simulate: Simulate,
+    run_specs: Sequence[RunSpec],
+    jobs: int,
+    address: str | None = None,
+    say: Say | None = None,
+) -> Iterator[tuple[int, RunResult]]:
+    from pagesim.experiments.remote_inputs import InputPacker, simulate_shipped
+
+    if not run_specs:
+        return  # every run is cached: no Ray to join
+    ray = _import_ray()
+    with ray_session(address, jobs, say):
+        packer = InputPacker(ray.put)
+        simulate_ref = ray.put(simulate)
+        remote_run = ray.remote(simulate_shipped)
+        ref_to_index = {
+            remote_run.remote(simulate_ref, spec, packer.pack(spec)): i
+            for i, spec in enumerate(run_specs)
+        }
+        pending = list(ref_to_index)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                index = ref_to_index[done[0]]
+                try:
+                    result = ray.get(done[0])
+                except PagesimError as exc:
+                    raise RunFailed(index, _task_error(exc)) from None
+                yield index, result
+        finally:
+            for ref in pending:  # stopped early: the queued runs are not wanted
+                ray.cancel(ref)
 
 
 def execute(
-    executor: str, simulate: Simulate, run_specs: Sequence[RunSpec], jobs: int
+    executor: str,
+    simulate: Simulate,
+    run_specs: Sequence[RunSpec],
+    jobs: int,
+    *,
+    ray_address: str | None = None,
+    say: Say | None = None,
 ) -> Iterator[tuple[int, RunResult]]:
     """Run every spec on the named executor, yielding ``(index, result)`` as they finish.
 
-    Close the returned generator (or let an exception pass through it) to stop early.
+    ``ray_address`` and ``say``: see :func:`ray_session`. Close the returned generator (or
+    let an exception pass through it) to stop early.
     """
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: must be at least 1")
     if executor == "local":
         return run_local(simulate, run_specs, jobs)
     if executor == "ray":
-        return run_ray(simulate, run_specs, jobs)
+        return run_ray(simulate, run_specs, jobs, ray_address, say)
     raise ConfigError(f"--executor {executor!r}: unknown executor; allowed: {', '.join(EXECUTORS)}")

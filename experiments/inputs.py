@@ -8,6 +8,10 @@ cost-model profile (``hardware.profile``, a path or a shipped name). Editing any
 them at the same path changes the run's key, so ``pagesim run`` never answers from
 the cache with numbers computed from the old contents.
 
+The Ray executor sends these same files to its workers by content
+(``remote_inputs.py``), which points each role's spec field at the worker's copy: a new
+role needs its field there too.
+
 :class:`FileHasher` hashes each distinct file once per invocation: it remembers
 the digest by (resolved path, mtime, size), so a sweep of a thousand runs over one
 trace reads the trace once, not a thousand times.

@@ -50,7 +50,7 @@ import pandas as pd
 from pagesim.errors import PagesimError
 from pagesim.experiments.aggregate import WALL_COLUMN, results_table, with_interval_columns
 from pagesim.experiments.cache import RunCache, canonical_json, remove_dead_tmp, run_key
-from pagesim.experiments.executors import RunFailed, Simulate, execute
+from pagesim.experiments.executors import RunFailed, Say, Simulate, execute
 from pagesim.experiments.inputs import FileHasher
 from pagesim.experiments.outdir import Manifest, OutLock, make_out_dir, remove_if_empty
 from pagesim.experiments.outputs import atomic_write_text, write_csv
@@ -143,6 +143,8 @@ def _run_all(
     executor: str,
     jobs: int,
     progress: bool | None,
+    ray_address: str | None = None,
+    say: Say | None = None,
 ) -> int:
     """Run every run not in the cache; returns how many were computed.
 
@@ -161,7 +163,7 @@ def _run_all(
     if shown and executor == "local" and (jobs <= 1 or len(specs) == 1):
         simulate = functools.partial(simulate, progress=True)  # requests done, ETA, per run
     bar = tqdm(total=len(runs), initial=len(runs) - num_missing, unit="run", disable=disable)
-    finished = execute(executor, simulate, specs, jobs)
+    finished = execute(executor, simulate, specs, jobs, ray_address=ray_address, say=say)
     num_stored = 0
     try:
         for index, result in finished:
@@ -320,6 +322,8 @@ def run_experiment(
     variant: str = "full",
     points: list[tuple[Point, RunSpec]] | None = None,
     vllm_json: bool = False,
+    ray_address: str | None = None,
+    say: Say | None = None,
 ) -> ExperimentOutput:
     """Run ``spec`` into ``out_dir``, reusing cached runs; see the module docstring.
 
@@ -328,7 +332,9 @@ def run_experiment(
     the folder's manifest so the two never mix; ``points``: the spec's points as
     ``load_experiment_points`` validated them (then they are only preflighted here);
     ``vllm_json``: also write each run as a ``vllm bench serve`` result
-    (``vllm_bench/<run>.json``, :func:`~pagesim.simulator.vllm_metrics.vllm_bench_result`).
+    (``vllm_bench/<run>.json``, :func:`~pagesim.simulator.vllm_metrics.vllm_bench_result`);
+    ``ray_address``, ``say``: with ``executor="ray"``, the cluster to join and who is told
+    where the runs execute (:func:`~pagesim.experiments.executors.ray_session`).
     """
     if points is None:
         validated = validate_points(spec, source)
@@ -356,8 +362,9 @@ def run_experiment(
             cache = RunCache(cache_dir if cache_dir is not None else out_dir / "runs")
             cache.clean_leftovers()
             num_computed = _run_all(
-                runs, cache, simulate=simulate, executor=executor, jobs=jobs, progress=progress
-            )
+                runs, cache, simulate=simulate, executor=executor, jobs=jobs, progress=progress,
+                ray_address=ray_address, say=say,
+            )  # fmt: skip
             try:
                 return _write_outputs(
                     spec, runs, cache, out_dir, manifest, variant, num_computed, vllm_json
