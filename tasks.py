@@ -5,6 +5,8 @@
     python3 tasks.py test    # set up, then lint and run the test suite (every stage,
                              # each one's result reported; non-zero if any failed)
     python3 tasks.py bench   # set up, then run every benchmark under benchmarks/
+    python3 tasks.py docs    # set up, regenerate docs/cli.md and docs/experiments.md,
+                             # then build the docs site into site/ (notebooks executed)
 
     python3 tasks.py gpu-wheels      # here: the wheels a GPU machine without an index needs
     python3 tasks.py gpu-calibrate   # there: calibrate in one call (--dry-run: on a CPU)
@@ -49,7 +51,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-EXTRAS = {"run": "", "test": "[dev,cluster]", "bench": ""}
+EXTRAS = {"run": "", "test": "[dev,cluster,docs]", "bench": "", "docs": "[docs]"}
 
 GPU_WHEELS = ROOT / "gpu_wheels"
 GPU_SITE = ROOT / "build" / "gpu-site"
@@ -315,6 +317,8 @@ def suite_stages(rest: list[str]) -> list[Stage]:
     ]
     if not rest:
         stages.append(Stage("golden files", [*pytest, "tests/simulator/test_goldens.py"], pure))
+        # the docs site, strict (a broken link fails), the notebooks not run (tests/notebooks does)
+        stages.append(docs_stage(False))
     return stages
 
 
@@ -343,6 +347,37 @@ def run_stages(stages: list[Stage]) -> int:
     return 1 if failed else 0
 
 
+def docs(execute: bool, *mkdocs_args: str) -> None:
+    """Build the docs site (mkdocs.yml) into site/, strict: any warning, a broken link or
+    anchor, a page left out of the nav, fails it. With ``execute`` (``tasks.py docs``) it
+    first regenerates docs/cli.md and docs/experiments.md from the code, and the notebooks
+    run and are rendered with their outputs; ``tasks.py test`` builds what is committed
+    without running them (tests/notebooks runs them)."""
+    if execute:
+        sh(BIN / "python", "-m", "pagesim.docgen", "--write", "docs/cli.md")
+        print("+ python -m pagesim.experiments.docs > docs/experiments.md", flush=True)
+        text = subprocess.run([str(BIN / "python"), "-m", "pagesim.experiments.docs"],
+                              cwd=ROOT, check=True, capture_output=True, text=True).stdout  # fmt: skip
+        (ROOT / "docs" / "experiments.md").write_text(text, encoding="utf-8")
+    stage = docs_stage(execute, *mkdocs_args)
+    print(f"+ PAGESIM_DOCS_EXECUTE={stage.env['PAGESIM_DOCS_EXECUTE']}", *stage.cmd, flush=True)
+    subprocess.run(
+        [str(c) for c in stage.cmd], cwd=ROOT, env={**os.environ, **stage.env}, check=True
+    )
+
+
+def docs_stage(execute: bool, *mkdocs_args: str) -> Stage:
+    """The strict mkdocs build of the docs site, the notebooks run or not."""
+    env = {
+        "PAGESIM_DOCS_EXECUTE": str(execute).lower(),  # mkdocs.yml's mkdocs-jupyter execute
+        "NO_MKDOCS_2_WARNING": "1",  # mkdocs-material's notice about mkdocs 2 (extra pins <2)
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # the notebooks' charts
+        "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", ""),  # their kernel: this venv's
+    }
+    cmd = [BIN / "mkdocs", "build", "--strict", "--site-dir", ROOT / "site", *mkdocs_args]
+    return Stage("docs site", cmd, env)
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "gpu-wheels":
         return gpu_wheels(argv[1:])
@@ -365,6 +400,8 @@ def main(argv: list[str]) -> int:
             )
         elif task == "test":
             return run_stages(suite_stages(rest))
+        elif task == "docs":
+            docs(True, *rest)
         elif task == "bench":
             for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
                 sh(BIN / "python", script, *rest)

@@ -54,9 +54,9 @@ def test_all_passing_or_selecting_nothing_passes(tasks, capfd):
     assert "no test selected" in out and "total             passed" in out
 
 
-def test_the_suite_has_the_four_stages(tasks):
+def test_the_suite_has_its_five_stages(tasks):
     names = [stage.name for stage in tasks.suite_stages([])]
-    assert names == ["lint", "compiled suite", "pure-Python pass", "golden files"]
+    assert names == ["lint", "compiled suite", "pure-Python pass", "golden files", "docs site"]
     pure = [s for s in tasks.suite_stages([]) if (s.env or {}).get("PAGESIM_PURE_PYTHON") == "1"]
     assert [s.name for s in pure] == ["pure-Python pass", "golden files"]
     # arguments select tests in the two pytest passes; the golden files run only without
