@@ -24,7 +24,9 @@ file). So the Ray executor never lets a worker read an input by path:
 
 A table workload read from the data folder (or the package) becomes ``workload.path``
 naming the copy of its ``.npz``, which ``workloads.registry.load_rows`` reads as it
-reads the prepared table. The readers name a file in their notes by its file name
+reads the prepared table; its ``workload_table`` note (``simulator/provenance.py``) is
+then put back as the driver gives it: none for the shipped table, the file's name in
+the data folder and its hash for a prepared one. The readers name a file in their notes by its file name
 (``csvtrace``, ``sharegpt``, ``alpaca``, ``artifact``), which each copy keeps. So a run
 on a worker gives the result the local executor computes from the same bytes, wherever
 the files were.
@@ -58,6 +60,11 @@ class ShippedFile:
     ref: Any
     #: how the run names the file: the spec's value, or the table the driver resolved
     original: str
+    #: a table the driver resolved by the workload's name (no ``workload.path``): whether
+    #: it did, and the ``workload_table`` label the driver gives it (None: the shipped
+    #: table, which outputs do not name; ``simulator/provenance.py``)
+    resolved_table: bool = False
+    table_label: str | None = None
 
 
 class InputPacker:
@@ -95,8 +102,36 @@ class InputPacker:
                     self._digest_to_ref[digest] = self._put(data)
                 self._file_to_stored[file_key] = (digest, self._digest_to_ref[digest])
             digest, ref = self._file_to_stored[file_key]
-            shipped.append(ShippedFile(role, path.name, digest, ref, _original(spec, role, path)))
+            original = _original(spec, role, path)
+            resolved = role == "workload" and spec.workload.path is None
+            label = _table_label(spec) if resolved else None
+            shipped.append(ShippedFile(role, path.name, digest, ref, original, resolved, label))
         return tuple(shipped)
+
+
+def _table_label(spec: RunSpec) -> str | None:
+    """The ``workload_table`` label of the table the driver resolves by name (None when
+    it is the shipped one)."""
+    from pagesim.workloads.registry import table_origin
+
+    origin = table_origin(spec.workload.name, None)
+    return None if origin is None else origin[1]
+
+
+def _table_note_as_driver(notes: dict[str, str], spec: RunSpec, file: ShippedFile, copy: str):
+    """The worker read a table the driver resolved by name through ``workload.path`` (its
+    copy): name it as the driver would, or not at all if the driver's is the shipped one."""
+    from pagesim.workloads.registry import table_origin
+
+    note = notes.get("workload_table")
+    if note is None:
+        return
+    if file.table_label is None:
+        del notes["workload_table"]
+        return
+    origin = table_origin(spec.workload.name, copy)
+    if origin is not None:
+        notes["workload_table"] = note.replace(origin[1], file.table_label, 1)
 
 
 def _original(spec: RunSpec, role: str, path: Path) -> str:
@@ -196,6 +231,9 @@ def simulate_shipped(
             _named_back(arg, copy_to_original) if isinstance(arg, str) else arg for arg in exc.args
         )
         raise
+    for file in files:
+        if file.resolved_table:
+            _table_note_as_driver(result.notes, spec, file, run_spec.workload.path or "")
     result.notes.update({k: _named_back(v, copy_to_original) for k, v in result.notes.items()})
     result.extra.update(
         {k: _named_back(v, copy_to_original) for k, v in result.extra.items() if isinstance(v, str)}

@@ -40,7 +40,7 @@ def test_ray_and_local_results_identical(tiny_doc, write_doc, tmp_path):
 def _experiment(folder: Path) -> Path:
     """A CSV-trace workload and a profile, both named by paths relative to ``folder``."""
     from pagesim.simulator.costmodel.analytic import analytic_profile
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     csv_trace(folder / "trace.csv", [(0.1 * i, 20 + 7 * i % 90, 5 + 3 * i % 40) for i in range(40)])
     profile = analytic_profile(get_gpu("a100-40gb")).with_terms(kind="synthetic", date="2026-01-01")

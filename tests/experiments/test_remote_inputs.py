@@ -36,7 +36,7 @@ class Store:
 
 def _profile(path: Path) -> Path:
     from pagesim.simulator.costmodel.analytic import analytic_profile
-    from pagesim.simulator.specs import get_gpu
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     profile = analytic_profile(get_gpu("a100-40gb"))
     return profile.with_terms(kind="synthetic", date="2026-01-01").save(path)
@@ -110,6 +110,38 @@ def test_shipped_profile_name_and_packaged_table_keep_their_names(tmp_path, monk
     got = simulate_shipped(simulate, spec, files, store.get)
     _same(got, expected)
     assert got.notes["cost_model_profile"].startswith("a100-80gb-vidur (")
+
+
+def test_a_table_prepared_in_the_data_folder_is_named_as_the_driver_names_it(
+    tmp_path, monkeypatch
+):
+    """A table resolved by the workload's name from the driver's data folder: the worker
+    reads it through ``workload.path`` (its copy), and the ``workload_table`` note still
+    names it as the driver does (its file name in the data folder and its hash), where
+    the shipped table (previous test) gets no such note."""
+    from pagesim.workloads.registry import DATA_DIR
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copy(DATA_DIR / "sharegpt.npz", mine / "sharegpt.npz")
+    monkeypatch.setenv("PAGESIM_DATA", str(mine))
+    spec = run_spec_from_dict(
+        {
+            "hardware": {"model": "opt-13b", "gpu": "a100-80gb"},
+            "workload": {"name": "sharegpt", "num_requests": 10},
+            "arrivals": {"process": "poisson", "rate_req_s": 2.0},
+        }
+    )
+    expected = simulate(spec)
+    assert expected.notes["workload_table"].startswith("sharegpt: sharegpt.npz in the data folder")
+    store = Store()
+    files = InputPacker(store.put).pack(spec)
+    got = simulate_shipped(simulate, spec, files, store.get)
+    _same(got, expected)
+    assert "workload_table" not in simulate_shipped(
+        simulate, spec, tuple(f.__class__(**{**f.__dict__, "table_label": None}) for f in files),
+        store.get,
+    ).notes  # fmt: skip
 
 
 def test_each_file_read_once_and_each_content_stored_once(tmp_path):
