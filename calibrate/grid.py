@@ -185,6 +185,19 @@ def _kv_bytes(lens, heads) -> float:
 
 def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list[Case]:
     """All cases for ``dims`` under ``spec``, in a deterministic order (seeded ``rng``)."""
+    configs = head_configs(dims)
+    cases = _decode_grid(dims, spec, rng, configs)
+    cases += _prefill_cases(dims, spec)
+    cases += _gemm_cases(dims, spec)
+    cases += _kv_write_cases(spec, configs)
+    cases += _copy_cases(dims, spec)
+    return cases + _report_cases(dims, spec, rng, cases)
+
+
+def _decode_grid(
+    dims: ModelDims, spec: GridSpec, rng: np.random.Generator, configs: list[tuple[int, int, int]]
+) -> list[Case]:
+    """The decode attention cases: the core grid, then the random head configurations."""
     cases: list[Case] = []
     model_heads = (dims.num_heads, dims.num_kv_heads, dims.head_dim)
     for b in spec.batch_sizes:
@@ -196,7 +209,6 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
                     cases += _decode_cases(
                         f"core-b{b}-c{c}-{mix}", lens, mix, CORE_BLOCK_SIZE, model_heads, True
                     )
-    configs = head_configs(dims)
     for i in range(spec.num_random_decode):
         heads = configs[int(rng.integers(len(configs)))]
         b = int(rng.choice(spec.batch_sizes))
@@ -206,6 +218,11 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
         lens = context_mix(c, b, mix, rng)
         if _kv_bytes(lens, heads) <= spec.max_kv_bytes:
             cases += _decode_cases(f"{SAMPLE_PREFIX}{i}", lens, mix, bs, heads, False)
+    return cases
+
+
+def _prefill_cases(dims: ModelDims, spec: GridSpec) -> list[Case]:
+    cases = []
     for b in spec.prefill_batches:
         for q in spec.prefill_lens:
             lens = [q] * b
@@ -227,6 +244,11 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
                     ),
                 )
             )
+    return cases
+
+
+def _gemm_cases(dims: ModelDims, spec: GridSpec) -> list[Case]:
+    cases = []
     for layer, (k, n) in dims.linear_shapes.items():
         for m in spec.gemm_tokens:
             cases.append(
@@ -238,6 +260,11 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
                     F.gemm(m, k, n, DTYPE_BYTES),
                 )
             )
+    return cases
+
+
+def _kv_write_cases(spec: GridSpec, configs: list[tuple[int, int, int]]) -> list[Case]:
+    cases = []
     for _nh, nkv, hd in configs[:2]:
         for t in spec.kv_write_tokens:
             cases.append(
@@ -254,6 +281,11 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
                     F.kv_write(t, nkv, hd, DTYPE_BYTES),
                 )
             )
+    return cases
+
+
+def _copy_cases(dims: ModelDims, spec: GridSpec) -> list[Case]:
+    cases = []
     for bs in spec.copy_block_sizes:
         block_bytes = 2 * dims.num_kv_heads * bs * dims.head_dim * DTYPE_BYTES
         for nb in spec.copy_num_blocks:
@@ -276,7 +308,7 @@ def plan_grid(dims: ModelDims, spec: GridSpec, rng: np.random.Generator) -> list
             cases.append(
                 Case("swap", "memcpy_pinned", f"swap-n{nb}-bs{bs}", params, F.swap(nb, block_bytes))
             )
-    return cases + _report_cases(dims, spec, rng, cases)
+    return cases
 
 
 def _report_cases(

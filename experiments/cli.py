@@ -311,6 +311,13 @@ def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
         help="with `paper`: also write the report, without its chart images, to PATH "
         "(docs/fidelity.md)",
     )
+    _add_run_output_flags(run)
+    run.set_defaults(func=_cmd_run)
+
+
+def _add_run_output_flags(run: argparse.ArgumentParser) -> None:
+    """``pagesim run``'s flags for what it writes beside results.csv: the vLLM-shaped
+    results and the intervals."""
     run.add_argument(
         "--vllm-json",
         action="store_true",
@@ -334,7 +341,6 @@ def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
         metavar="SOURCES",
         help="with --intervals: what varies, among seeds,cost,serving (default all three)",
     )
-    run.set_defaults(func=_cmd_run)
 
 
 def _register_validate(subparsers: argparse._SubParsersAction, fmt) -> None:

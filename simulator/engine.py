@@ -202,7 +202,7 @@ class Engine:
         append in bulk. Returns the time reached."""
         env, sched = self.env, self.scheduler
         alloc = sched.allocator
-        append_all_measured, append_all_copying = self._span_calls
+        append_all_measured = self._span_calls[0]
         rec = self.recorder
         decode_time_s = self._decode_time_by_paged[is_paged]
         num_groups, queues, blocked = sched.steady_counts()
@@ -226,23 +226,13 @@ class Engine:
                 else:
                     # the appends copy blocks (forks sharing a last block), or the step
                     # is not a bulk decode (then the per-step path takes it)
-                    copying = append_all_copying(blocked)
+                    copying = self._copying_step(blocked, is_paged)
                     if copying is None:
                         if ends:
                             sched.tick_run(ends)
                         self.last_event_s = t
                         return t
-                    num_seqs, num_slots, num_blocks, usage_slots, copied = copying
-                    duration_s = self.step_time_s(
-                        BatchPlan(
-                            num_decode_seqs=num_seqs,
-                            decode_context_sum=num_slots,
-                            decode_num_blocks=num_blocks,
-                            num_copied_blocks=copied,
-                            block_size=alloc.block_size,
-                            is_paged=is_paged,
-                        )
-                    )
+                    num_seqs, usage_slots, copied, duration_s = copying
                 end_s = t + duration_s
                 if i < plain_until and end_s < horizon_s and not copied:
                     ends.append(end_s)
@@ -285,6 +275,28 @@ class Engine:
                 num_arrived = self.num_arrived
         self.last_event_s = t
         return t
+
+    def _copying_step(
+        self, blocked: bool, is_paged: bool
+    ) -> tuple[int, tuple[int, int, int, int, int, int], int, float] | None:
+        """A span's step whose appends copy blocks, priced by the cost model's general sum
+        with its copies: (sequences, usage in slots, blocks copied, duration), or None when
+        the step is not a bulk decode (``_decode_span``)."""
+        copying = self._span_calls[1](blocked)
+        if copying is None:
+            return None
+        num_seqs, num_slots, num_blocks, usage_slots, copied = copying
+        duration_s = self.step_time_s(
+            BatchPlan(
+                num_decode_seqs=num_seqs,
+                decode_context_sum=num_slots,
+                decode_num_blocks=num_blocks,
+                num_copied_blocks=copied,
+                block_size=self.scheduler.allocator.block_size,
+                is_paged=is_paged,
+            )
+        )
+        return num_seqs, usage_slots, copied, duration_s
 
     def _collect_done(self) -> None:
         done = self.scheduler.drain_done()

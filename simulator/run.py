@@ -179,24 +179,7 @@ def run_engine(
         check_invariants=check_invariants,
         arrival_delay_s=arrival_delay_s,
     )
-    if max_sim_time_s is None:
-        with _cyclic_gc_paused():
-            env.run(until=engine.process)
-        end_s = engine.last_event_s
-    else:
-        with _cyclic_gc_paused():
-            env.run(until=max_sim_time_s)
-        if engine.process.is_alive:
-            end_s = max_sim_time_s
-            for group in scheduler.stop(f"not finished at max_sim_time_s = {max_sim_time_s}"):
-                on_done(group)
-            # requests that had not even arrived by the time limit are reported too
-            for group in _groups(trace, start=engine.num_arrived):
-                group.status = UNFINISHED
-                group.reason = f"arrives after max_sim_time_s = {max_sim_time_s}"
-                on_done(group)
-        else:
-            end_s = engine.last_event_s
+    end_s = _replay(env, engine, trace, scheduler, on_done, max_sim_time_s)
     if bar is not None:
         bar.close()
     # the gaps are final: fold them before the per-request table is built (less at once)
@@ -210,6 +193,35 @@ def run_engine(
         prefix_hit_rate=allocator.prefix_cache.hit_rate,
         wall_start=wall_start,
     )
+
+
+def _replay(
+    env: simpy.Environment,
+    engine: Engine,
+    trace: Trace,
+    scheduler: Scheduler,
+    on_done,
+    max_sim_time_s: float | None,
+) -> float:
+    """Run the engine to its end or to ``max_sim_time_s``; returns the run's end time.
+    At the time limit, every request not finished (running, waiting, or not yet
+    arrived) is reported as unfinished with its reason."""
+    if max_sim_time_s is None:
+        with _cyclic_gc_paused():
+            env.run(until=engine.process)
+        return engine.last_event_s
+    with _cyclic_gc_paused():
+        env.run(until=max_sim_time_s)
+    if not engine.process.is_alive:
+        return engine.last_event_s
+    for group in scheduler.stop(f"not finished at max_sim_time_s = {max_sim_time_s}"):
+        on_done(group)
+    # requests that had not even arrived by the time limit are reported too
+    for group in _groups(trace, start=engine.num_arrived):
+        group.status = UNFINISHED
+        group.reason = f"arrives after max_sim_time_s = {max_sim_time_s}"
+        on_done(group)
+    return max_sim_time_s
 
 
 @contextmanager
