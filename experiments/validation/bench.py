@@ -170,7 +170,8 @@ def replay_vllm(
     sim_json = vllm_bench_result(result, spec.metrics, label="pagesim replay")
     written["json"] = out_dir / JSON_NAME
     written["json"].write_text(json.dumps(sim_json, indent=1))
-    metrics = metric_table(raw, sim_json)
+    filled = _aggregates_from_arrays(raw, measured, sim_json)
+    metrics = metric_table({**raw, **filled}, sim_json)
     written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name)
     lines = _page_lines(
         path,
@@ -179,6 +180,7 @@ def replay_vllm(
         result,
         settings,
         metrics,
+        filled=sorted(filled),
         model=model,
         gpu=gpu,
         scheduler=scheduler,
@@ -189,8 +191,41 @@ def replay_vllm(
     return written
 
 
+def _aggregates_from_arrays(
+    raw: dict[str, Any], measured: pd.DataFrame, predicted: dict[str, Any]
+) -> dict[str, float]:
+    """The TTFT, TPOT, E2EL and ITL statistics pagesim prints that the result lacks
+    (a result cut down to its per-request arrays), computed from those arrays by
+    ``vllm bench serve``'s definitions (``simulator/vllm_metrics.py``)."""
+    import re
+
+    itls = raw.get("itls")
+    values = {
+        "ttft": measured["ttft_s"].to_numpy(dtype=float),
+        "tpot": measured["tpot_s"].to_numpy(dtype=float),
+        "e2el": measured["e2e_s"].to_numpy(dtype=float),
+        "itl": np.array([g for gaps in itls for g in gaps], dtype=float)
+        if isinstance(itls, list) and all(isinstance(g, list) for g in itls)
+        else np.array([]),
+    }
+    out = {}
+    for key in predicted:
+        match = re.fullmatch(r"(mean|median|std|p[0-9.]+)_(ttft|tpot|e2el|itl)_ms", key)
+        if match is None or key in raw:
+            continue
+        stat, name = match.groups()
+        v = values[name][np.isfinite(values[name])] * 1e3
+        if len(v) == 0:
+            continue
+        if stat in ("mean", "median", "std"):
+            out[key] = float(getattr(np, stat)(v))
+        else:
+            out[key] = float(np.percentile(v, float(stat[1:])))
+    return out
+
+
 def _page_lines(
-    path, run, raw, result, settings, metrics, *, model, gpu, scheduler, cost_name
+    path, run, raw, result, settings, metrics, *, filled, model, gpu, scheduler, cost_name
 ) -> list[str]:
     """replay.md: the run, the settings replayed, every metric beside the measured one."""
     from pagesim.experiments.validation import vcsv
@@ -222,6 +257,12 @@ def _page_lines(
         lines.append(
             f"| {r['metric']} | {r['measured']:.4g} | {r['pagesim']:.4g} | {r['error']:+.1%} |"
         )
+    if filled:
+        lines += [
+            "",
+            f"The result holds no {', '.join(filled)}: measured from its per-request arrays "
+            "by `vllm bench serve`'s definitions.",
+        ]
     lines += [
         "",
         f"Per-request statistics are in `{vcsv.FILE_NAME}`; pagesim's run as a "
@@ -234,6 +275,7 @@ def _page_lines(
 def _chart(measured: pd.DataFrame, replayed: pd.DataFrame, path: Path, title: str) -> Path:
     """Per-request CDFs of TTFT, TPOT and E2E: measured (black) and replayed (blue)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     fig = Figure(figsize=(12, 3.6))
     for ax, metric in zip(fig.subplots(1, 3), ("ttft", "tpot", "e2e"), strict=True):
@@ -241,6 +283,11 @@ def _chart(measured: pd.DataFrame, replayed: pd.DataFrame, path: Path, title: st
             v = np.sort(frame[f"{metric}_s"].dropna().to_numpy(dtype=float) * 1e3)
             ax.plot(v, np.arange(1, len(v) + 1) / max(len(v), 1), color=color, label=label)
         ax.set_xscale("log")
+        # labels at 1-2-5 steps, none on the other minor ticks (they overlap on a
+        # range under a decade)
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{metric.upper()} (ms)")
         ax.set_ylabel("fraction of requests")
         ax.grid(True, alpha=0.3)

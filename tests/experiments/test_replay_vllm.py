@@ -91,3 +91,24 @@ def test_server_args_map_to_run_spec_keys_and_unknown_ones_are_named():
         server_settings("--speculative-model x")
     with pytest.raises(ConfigError, match="--server-args"):
         server_settings("--max-num-seqs many")
+
+
+def test_a_result_without_aggregates_is_measured_from_its_arrays(tmp_path):
+    """A result cut down to its per-request arrays: the measured statistics come from the
+    arrays (vllm bench serve's definitions), and the page says which."""
+    path, doc = _result(tmp_path)
+    for key in [k for k in doc if k.endswith("_ms")]:
+        del doc[key]
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    args = ["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+            "--server-args", "--max-num-seqs 64", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    page = (out / PAGE_NAME).read_text()
+    median_ttft = np.median(doc["ttfts"]) * 1e3
+    assert f"| median_ttft_ms | {median_ttft:.4g} |" in page
+    gaps = [g for row in doc["itls"] for g in row]
+    assert f"| mean_itl_ms | {np.mean(gaps) * 1e3:.4g} |" in page
+    e2e = (np.array(doc["ttfts"]) + np.array([sum(r) for r in doc["itls"]])) * 1e3
+    assert f"| p99_e2el_ms | {np.percentile(e2e, 99):.4g} |" in page
+    assert "measured from its per-request arrays" in page and "median_ttft_ms" in page
