@@ -171,19 +171,37 @@ def open_loop_rows(study: Study) -> list[dict]:
 
 
 def _kv_series(vrun: ValidationRun, rep) -> pd.DataFrame:
-    """The real 1 s ``kv_cache_pct`` beside the replay's blocks in use at the same times
-    (both from the first arrival)."""
+    """The engine's 1 s series beside the replay's at the same times (both from the first
+    arrival): requests running and waiting, and the KV pool in use (``real_pct`` NaN
+    where the engine did not report it: a series of zeros)."""
     real = vrun.run.meta.get("timeseries")
-    if real is None or len(real) == 0 or not (real["kv_cache_pct"] > 0).any():
-        return pd.DataFrame()  # not recorded (a series of zeros says the engine did not report it)
+    if real is None or len(real) == 0:
+        return pd.DataFrame()
     ts = rep.timeseries
     used = 100.0 * (1.0 - ts["num_free_blocks"].to_numpy() / rep.kv_blocks)
     ends = (ts["t_s"] + ts["duration_s"]).to_numpy()
     t = real["t"].to_numpy(dtype=float)
     idx = np.clip(np.searchsorted(ends, t), 0, len(used) - 1)
+    # after the replay's last step nothing runs or waits (its pool keeps its cached blocks)
+    over = t > ends[-1]
+    real_pct = real["kv_cache_pct"].to_numpy(dtype=float)
+    if not (real_pct > 0).any():
+        real_pct = np.full(len(t), np.nan)
     return pd.DataFrame(
-        {"t": t, "real_pct": real["kv_cache_pct"].to_numpy(dtype=float), "sim_pct": used[idx]}
+        {
+            "t": t,
+            "real_pct": real_pct,
+            "sim_pct": used[idx],
+            "real_running": real["running"].to_numpy(dtype=float),
+            "sim_running": np.where(over, 0.0, ts["num_running"].to_numpy(dtype=float)[idx]),
+            "real_waiting": real["waiting"].to_numpy(dtype=float),
+            "sim_waiting": np.where(over, 0.0, ts["num_waiting"].to_numpy(dtype=float)[idx]),
+        }
     )
+
+
+def _kv_recorded(s: pd.DataFrame) -> bool:
+    return len(s) > 0 and bool(np.isfinite(s["real_pct"]).any())
 
 
 def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
@@ -203,7 +221,7 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
         gaps = {
             run: float(np.mean(np.abs(s["sim_pct"] - s["real_pct"])))
             for run, s in series.items()
-            if len(s)
+            if _kv_recorded(s)
         }
         out.append(
             Goal(
@@ -257,13 +275,14 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         "|---|---|---|---|",
     ]
     for run, s in study.extra["kv_series"].items():
-        if len(s):
+        if _kv_recorded(s):
             lines.append(
                 f"| {run} | {np.mean(np.abs(s['sim_pct'] - s['real_pct'])):.1f} | "
                 f"{s['real_pct'].max():.1f}% | {s['sim_pct'].max():.1f}% |"
             )
         else:
             lines.append(f"| {run} | not recorded (its kv_cache_pct is 0 throughout) | — | — |")
+    lines += _queue_lines(study.extra["kv_series"])
     lines += [
         "",
         "## What is not separated yet",
@@ -278,6 +297,37 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         "",
         f"Errors of the headline: {', '.join(f'{r} TTFT p50 {pct(e)}' for r, e in _ttft_p50(table, study))}.",
     ]
+    return lines
+
+
+def _queue_lines(series: dict[str, pd.DataFrame]) -> list[str]:
+    """The engine's 1 s counts of running and waiting requests beside the replay's."""
+    lines = [
+        "",
+        "## Requests running and waiting over time",
+        "",
+        "The engine's 1 s `running` and `waiting` counts beside the replay's at the same "
+        "times (from the first arrival): the mean of each over the series and the mean "
+        "absolute difference. A replay whose steps are too fast drains its queue sooner: "
+        "fewer waiting, and the run ends earlier than the series.",
+        "",
+        "| run | ticks | running: real mean | replay mean | mean abs. difference "
+        "| waiting: real mean | replay mean | mean abs. difference |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run, s in series.items():
+        if not len(s):
+            lines.append(f"| {run} | no series recorded | — | — | — | — | — | — |")
+            continue
+        cells = [f"{len(s)}"]
+        for what in ("running", "waiting"):
+            real, sim = s[f"real_{what}"], s[f"sim_{what}"]
+            cells += [
+                f"{real.mean():.1f}",
+                f"{sim.mean():.1f}",
+                f"{np.mean(np.abs(sim - real)):.1f}",
+            ]
+        lines.append(f"| {run} | " + " | ".join(cells) + " |")
     return lines
 
 

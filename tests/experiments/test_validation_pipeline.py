@@ -311,3 +311,36 @@ def test_docs_validation_h100_page_is_up_to_date(h100):
         "docs/validation_h100.md is stale: run `pagesim validate-vllm --data "
         "../shared/data/inference_sim_h100_v0151 --out OUT --docs docs/validation_h100.md`"
     )
+
+
+def test_the_engine_series_is_read_beside_the_replay_at_the_same_times():
+    """vLLM 0.19's 1 s series (running, waiting, kv_cache_pct) against the replay's
+    windows: each tick reads the window it falls in; after the replay's last step nothing
+    runs or waits; a kv_cache_pct of zeros throughout is 'not recorded', not 0%."""
+    from types import SimpleNamespace
+
+    from pagesim.experiments.validation.vllm019 import _kv_series, _queue_lines
+
+    windows = pd.DataFrame(
+        {
+            "t_s": [0.0, 1.0, 2.0],
+            "duration_s": [1.0, 1.0, 1.0],
+            "num_free_blocks": [90, 50, 80],
+            "num_running": [2.0, 6.0, 1.0],
+            "num_waiting": [1.0, 3.0, 0.0],
+        }
+    )
+    rep = SimpleNamespace(timeseries=windows, kv_blocks=100)
+    real = pd.DataFrame(
+        {"t": [0.5, 1.5, 2.5, 4.0], "running": [2, 7, 1, 1], "waiting": [1, 5, 0, 2],
+         "kv_cache_pct": [0.0, 0.0, 0.0, 0.0]}
+    )  # fmt: skip
+    vrun = SimpleNamespace(run=SimpleNamespace(meta={"timeseries": real}))
+    s = _kv_series(vrun, rep)
+    assert s["sim_running"].tolist() == [2.0, 6.0, 1.0, 0.0]
+    assert s["sim_waiting"].tolist() == [1.0, 3.0, 0.0, 0.0]
+    assert s["sim_pct"].tolist()[:3] == pytest.approx([10.0, 50.0, 20.0])
+    assert s["real_pct"].isna().all()  # zeros throughout: the engine did not report it
+    row = [line for line in _queue_lines({"r": s}) if line.startswith("| r |")][0]
+    # running: real mean 2.75, replay 2.25, mean |diff| (0+1+0+1)/4; waiting 2.0, 1.0, 1.0
+    assert row == "| r | 4 | 2.8 | 2.2 | 0.5 | 2.0 | 1.0 | 1.0 |"
