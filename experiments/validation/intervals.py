@@ -31,8 +31,17 @@ from pagesim.experiments.validation.replay import replay
 from pagesim.experiments.validation.study import Study
 
 
-def replicate_table(study: Study, nominal: float, replicates: int, sources: list[str], seed: int):
-    """Per run x metric x stat: the raw interval (lo, hi) of the headline cost model."""
+def replicate_table(
+    study: Study,
+    nominal: float,
+    replicates: int,
+    sources: list[str],
+    seed: int,
+    per_request: dict[tuple[str, str], np.ndarray] | None = None,
+):
+    """Per run x metric x stat: the raw interval (lo, hi) of the headline cost model. With
+    ``per_request``, also each request's replicated values (s) into it, by (run, metric):
+    an array of replicates x requests, in the records' order (:func:`request_coverage`)."""
     cost = study.headline
     lo_q, hi_q = (1 - nominal) / 2, 1 - (1 - nominal) / 2
     rows = []
@@ -45,10 +54,17 @@ def replicate_table(study: Study, nominal: float, replicates: int, sources: list
                 "spread": {"sources": sources, "replicate": r},
             }
             rep = replay(replace(vrun, settings=settings), cost, every_step=False)
+            aligned = per_request is not None and _aligned(vrun, rep.requests)
             for metric in vcsv.METRICS:
                 v = rep.requests[f"{metric}_s"].to_numpy(dtype=float)
+                if aligned:
+                    per_request.setdefault((vrun.name, metric), []).append(v)
                 for stat in vcsv.STATS:
                     values.setdefault((metric, stat), []).append(vcsv.statistic(v, stat) * 1e3)
+        if per_request is not None:
+            for metric in vcsv.METRICS:
+                if (vrun.name, metric) in per_request:
+                    per_request[(vrun.name, metric)] = np.vstack(per_request[(vrun.name, metric)])
         for (metric, stat), vs in values.items():
             arr = np.asarray(vs)
             rows.append(
@@ -130,3 +146,72 @@ def coverage_table(result: pd.DataFrame, saturation_req_s: float) -> pd.DataFram
             }
         )
     return pd.DataFrame(rows)
+
+
+def _aligned(vrun, requests: pd.DataFrame) -> bool:
+    """Whether the replay's requests are the records' in the same order (same prompt and
+    output lengths row by row): only then are per-request intervals compared."""
+    table = vrun.run.table
+    return len(table) == len(requests) and bool(
+        np.array_equal(table["prompt_len"].to_numpy(), requests["prompt_len"].to_numpy())
+        and np.array_equal(table["output_len"].to_numpy(), requests["output_len"].to_numpy())
+    )
+
+
+def request_coverage(
+    per_request: dict[tuple[str, str], np.ndarray],
+    measured: dict[tuple[str, str], np.ndarray],
+    rates: dict[str, float],
+    nominal: float,
+    saturation_req_s: float,
+) -> pd.DataFrame:
+    """Per regime x metric: how many real requests lie inside their own interval. Each
+    request's raw interval is the replicates' central ``nominal`` range of its value, widened
+    by the conformal factor fitted on the other runs' requests (all metrics pooled), as for
+    the statistics. Requests without a value on either side (a one-token output's TPOT) are
+    left out. Columns: regime, metric, requests, raw coverage, coverage, median width
+    (relative to the real value), factor range."""
+    lo_q, hi_q = (1 - nominal) / 2, 1 - (1 - nominal) / 2
+    parts = []
+    for (run, metric), reps in per_request.items():
+        y = measured[(run, metric)]
+        lo, hi = np.quantile(reps, lo_q, axis=0), np.quantile(reps, hi_q, axis=0)
+        ok = np.isfinite(y) & np.isfinite(lo) & np.isfinite(hi) & (y > 0)
+        parts.append(
+            pd.DataFrame({"run": run, "metric": metric, "y": y[ok], "lo": lo[ok], "hi": hi[ok]})
+        )
+    if not parts:
+        return pd.DataFrame()
+    t = pd.concat(parts, ignore_index=True)
+    centre, half = (t["lo"] + t["hi"]) / 2, np.maximum((t["hi"] - t["lo"]) / 2, 1e-12)
+    t["score"] = np.abs(t["y"] - centre) / half
+    factors = {
+        run: conformal_factor(t.loc[t["run"] != run, "score"].to_numpy(), nominal)
+        for run in t["run"].unique()
+    }
+    t["factor"] = t["run"].map(factors)
+    t["covered"] = t["score"] <= t["factor"]
+    t["raw_covered"] = t["score"] <= 1.0
+    t["width"] = 2 * t["factor"] * half / t["y"]
+    rate = t["run"].map(rates)
+    t["regime"] = np.where(rate < saturation_req_s, "below saturation", "above saturation")
+    rows = []
+    for (regime, metric), sub in t.groupby(["regime", "metric"], sort=False):
+        finite = sub["factor"].replace(np.inf, np.nan)
+        rows.append(
+            {
+                "regime": regime,
+                "metric": metric,
+                "requests": len(sub),
+                "raw coverage": float(sub["raw_covered"].mean()),
+                "coverage": float(sub["covered"].mean()),
+                "median width": float(sub["width"].replace(np.inf, np.nan).median()),
+                "factors": f"{finite.min():.2f}-{finite.max():.2f}",
+            }
+        )
+    order = {"below saturation": 0, "above saturation": 1}
+    return pd.DataFrame(rows).sort_values(
+        by=["regime", "metric"], key=lambda c: c.map(order) if c.name == "regime" else c.map(
+            {m: i for i, m in enumerate(vcsv.METRICS)}
+        ), kind="stable"
+    )  # fmt: skip

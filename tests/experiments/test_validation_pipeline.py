@@ -344,3 +344,32 @@ def test_the_engine_series_is_read_beside_the_replay_at_the_same_times():
     row = [line for line in _queue_lines({"r": s}) if line.startswith("| r |")][0]
     # running: real mean 2.75, replay 2.25, mean |diff| (0+1+0+1)/4; waiting 2.0, 1.0, 1.0
     assert row == "| r | 4 | 2.8 | 2.2 | 0.5 | 2.0 | 1.0 | 1.0 |"
+
+
+def test_per_request_coverage_is_held_out_run_by_run():
+    """Each request's interval comes from its own replicated values, widened by the factor
+    fitted on the *other* runs' requests; regimes split at the saturation rate."""
+    from pagesim.experiments.validation.intervals import request_coverage
+
+    rng = np.random.default_rng(0)
+    n, reps = 200, 40
+    per_request, measured = {}, {}
+    for run, scale in (("a", 1.0), ("b", 1.0), ("c", 3.0)):
+        centre = rng.uniform(0.05, 0.2, n)
+        spread = centre * 0.1 * rng.standard_normal((reps, n))
+        for metric in ("ttft", "tpot", "e2e"):
+            per_request[(run, metric)] = centre + spread
+            # run c's real values sit three raw half-widths away: its own factor would be
+            # about 3, the others' about 1, so it is not covered (held out)
+            measured[(run, metric)] = centre * (1 + scale * 0.1 * rng.standard_normal(n))
+    measured[("a", "tpot")][:10] = np.nan  # a one-token output has no TPOT
+    cov = request_coverage(per_request, measured, {"a": 1.0, "b": 2.0, "c": 5.0}, 0.9, 3.0)
+    below = cov[cov["regime"] == "below saturation"].set_index("metric")
+    above = cov[cov["regime"] == "above saturation"].set_index("metric")
+    assert list(below.index) == ["ttft", "tpot", "e2e"]
+    assert below.loc["tpot", "requests"] == 2 * n - 10 and below.loc["ttft", "requests"] == 2 * n
+    assert above.loc["ttft", "requests"] == n
+    # a and b are checked with factors fitted with c among the others: wide enough
+    assert (below["coverage"] >= 0.9).all()
+    # c with the factor of a and b only: about one raw half-width, far too narrow for it
+    assert (above["coverage"] < 0.6).all()
