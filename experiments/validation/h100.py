@@ -290,6 +290,8 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         "alone, from an empty cache); the client's own streaming cost.",
         "- The pool: V1's memory model at `gpu_memory_utilization` 0.9 (the runs record neither "
         "the setting nor the engine's block count); the profile's attention is projected from "
-        "A100 timings (its terms' `origin` says so), and no term holds host time.",
+        "A100 timings (its terms' `origin` says so), and its only host time is the step "
+        "overhead Vidur measured on an early-2024 vLLM v0 engine (the profile's notes), not "
+        "V1's.",
     ]
     return lines
