@@ -92,18 +92,9 @@ def results_table(
     return pd.DataFrame(rows)
 
 
-#: the statistics an interval is given for (latency and throughput, pagesim's names)
-INTERVAL_METRICS = (
-    "throughput_req_s",
-    "throughput_tok_s",
-    "normalized_latency_s_per_tok",
-    "ttft_s_p50",
-    "ttft_s_p99",
-    "tpot_s_p50",
-    "tpot_s_p99",
-    "e2e_s_p50",
-    "e2e_s_p99",
-)
+#: the statistics an interval is given for: the latency and throughput columns, which
+#: lead ``METRIC_COLUMNS`` (up to ``avg_batch_size``)
+INTERVAL_METRICS = METRIC_COLUMNS[: METRIC_COLUMNS.index("avg_batch_size")]
 
 
 def interval_factor(run_spec, nominal: float) -> tuple[float, str]:
@@ -116,7 +107,10 @@ def interval_factor(run_spec, nominal: float) -> tuple[float, str]:
     calibration = resolve_profile(hw.profile, get_gpu(hw.gpu)).intervals
     if calibration is None or abs(calibration.nominal - nominal) > 1e-9:
         return 1.0, "raw (the profile records no conformal factor for this coverage)"
-    return calibration.factor, f"conformal factor {calibration.factor:.3g} ({calibration.fitted_on})"
+    return (
+        calibration.factor,
+        f"conformal factor {calibration.factor:.3g} ({calibration.fitted_on})",
+    )
 
 
 def with_interval_columns(results, point_to_seed_values, intervals, runs) -> pd.DataFrame:

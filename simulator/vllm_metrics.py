@@ -95,7 +95,8 @@ def vllm_column_order(name: str) -> tuple:
     return (1, LATENCY_METRICS.index(tail.removesuffix("_ms")), stat, q)
 
 
-def _stats(out: dict[str, float], name: str, values_ms: np.ndarray, qs) -> None:
+def latency_stats(out: dict[str, float], name: str, values_ms: np.ndarray, qs) -> None:
+    """``mean_/median_/std_/p<q>_<name>_ms`` of ``values_ms`` into ``out`` (NaN if empty)."""
     empty = len(values_ms) == 0
     out[f"mean_{name}_ms"] = math.nan if empty else float(np.mean(values_ms))
     out[f"median_{name}_ms"] = math.nan if empty else float(np.median(values_ms))
@@ -164,10 +165,10 @@ def vllm_summary(
         out["request_goodput"] = per_s(float(good.sum()))
     out["output_throughput"] = per_s(total_output)
     out["total_token_throughput"] = per_s(total_input + total_output)
-    _stats(out, "ttft", ttft_ms, spec.percentiles)
-    _stats(out, "tpot", tpot_all_ms[multi], spec.percentiles)
+    latency_stats(out, "ttft", ttft_ms, spec.percentiles)
+    latency_stats(out, "tpot", tpot_all_ms[multi], spec.percentiles)
     _itl_stats(out, token_gaps, spec.percentiles)
-    _stats(out, "e2el", e2el_ms, spec.percentiles)
+    latency_stats(out, "e2el", e2el_ms, spec.percentiles)
     out["max_concurrent_requests"] = float(
         max_concurrency(
             done("arrival_s").to_numpy(dtype=np.float64),
@@ -218,9 +219,14 @@ def vllm_bench_result(result, spec: MetricsSpec, *, label: str = "pagesim") -> d
     doc |= {
         "input_lens": [int(x) for x in req["prompt_len"]],
         "output_lens": [int(x) if ok else 0 for x, ok in zip(req["output_len"], done, strict=True)],
-        "ttfts": [float(x) if ok and np.isfinite(x) else 0.0 for x, ok in zip(ttft, done, strict=True)],
+        "ttfts": [
+            float(x) if ok and np.isfinite(x) else 0.0 for x, ok in zip(ttft, done, strict=True)
+        ],
         "start_times": [float(x) for x in req["arrival_s"]],
-        "errors": ["" if ok else str(r or "not finished") for ok, r in zip(done, req["reason"], strict=True)],
+        "errors": [
+            "" if ok else str(r or "not finished")
+            for ok, r in zip(done, req["reason"], strict=True)
+        ],
         "pagesim_notes": (
             "simulated by pagesim; 'itls' (per-request token gaps) is not written: the ITL "
             "statistics above pool every gap of the run"

@@ -149,20 +149,17 @@ def replay_vllm(
     req = result.requests
     cost_name = profile or "analytic"
     measured = run.latencies()
-    rows: list[dict] = []
-    for metric in vcsv.METRICS:
-        rows += vcsv.rows(
-            dataset=DATASET,
-            run=run.name,
-            rate=run.rate_req_s,
-            launch="given",
-            role="held_out",
-            cost_model=cost_name,
-            headline=True,
-            metric=metric,
-            predicted_s=req[f"{metric}_s"].to_numpy(dtype=float),
-            measured_s=measured[f"{metric}_s"].to_numpy(dtype=float),
-        )
+    rows = vcsv.latency_rows(
+        req,
+        measured,
+        dataset=DATASET,
+        run=run.name,
+        rate=run.rate_req_s,
+        launch="given",
+        role="held_out",
+        cost_model=cost_name,
+        headline=True,
+    )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = vcsv.frame(rows)
@@ -199,29 +196,32 @@ def _aggregates_from_arrays(
     ``vllm bench serve``'s definitions (``simulator/vllm_metrics.py``)."""
     import re
 
+    from pagesim.simulator.vllm_metrics import latency_stats
+
     itls = raw.get("itls")
+    gaps = (
+        [g for row in itls for g in row]
+        if isinstance(itls, list) and all(isinstance(row, list) for row in itls)
+        else []
+    )
     values = {
         "ttft": measured["ttft_s"].to_numpy(dtype=float),
         "tpot": measured["tpot_s"].to_numpy(dtype=float),
         "e2el": measured["e2e_s"].to_numpy(dtype=float),
-        "itl": np.array([g for gaps in itls for g in gaps], dtype=float)
-        if isinstance(itls, list) and all(isinstance(g, list) for g in itls)
-        else np.array([]),
+        "itl": np.asarray(gaps, dtype=float),
     }
-    out = {}
-    for key in predicted:
-        match = re.fullmatch(r"(mean|median|std|p[0-9.]+)_(ttft|tpot|e2el|itl)_ms", key)
-        if match is None or key in raw:
-            continue
-        stat, name = match.groups()
-        v = values[name][np.isfinite(values[name])] * 1e3
-        if len(v) == 0:
-            continue
-        if stat in ("mean", "median", "std"):
-            out[key] = float(getattr(np, stat)(v))
-        else:
-            out[key] = float(np.percentile(v, float(stat[1:])))
-    return out
+    wanted = {
+        key: m.groups()
+        for key in predicted
+        if key not in raw
+        and (m := re.fullmatch(r"(mean|median|std|p[0-9.]+)_(ttft|tpot|e2el|itl)_ms", key))
+    }
+    qs = sorted({float(stat[1:]) for stat, _ in wanted.values() if stat.startswith("p")})
+    computed: dict[str, float] = {}
+    for name in {name for _, name in wanted.values()}:
+        v = values[name]
+        latency_stats(computed, name, v[np.isfinite(v)] * 1e3, qs)
+    return {k: computed[k] for k in wanted if np.isfinite(computed.get(k, np.nan))}
 
 
 def _page_lines(

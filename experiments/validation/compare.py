@@ -14,23 +14,17 @@ from pagesim.experiments.validation.study import Study, ValidationRun
 
 def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep: Replay) -> list[dict]:
     """The replay's TTFT, TPOT, E2E statistics against the run's."""
-    measured = vrun.run.latencies()
-    headline = cost_name == study.headline.name
-    out = []
-    for metric in vcsv.METRICS:
-        out += vcsv.rows(
-            dataset=study.dataset,
-            run=vrun.name,
-            rate=vrun.rate,
-            launch=vrun.launch,
-            role=vrun.role,
-            cost_model=cost_name,
-            headline=headline,
-            metric=metric,
-            predicted_s=rep.requests[f"{metric}_s"].to_numpy(dtype=float),
-            measured_s=measured[f"{metric}_s"].to_numpy(dtype=float),
-        )
-    return out
+    return vcsv.latency_rows(
+        rep.requests,
+        vrun.run.latencies(),
+        dataset=study.dataset,
+        run=vrun.name,
+        rate=vrun.rate,
+        launch=vrun.launch,
+        role=vrun.role,
+        cost_model=cost_name,
+        headline=cost_name == study.headline.name,
+    )
 
 
 def saturation_rate(rates: np.ndarray, ttft_p50_s: np.ndarray, threshold_s: float) -> float:

@@ -62,6 +62,21 @@ def statistic(values: np.ndarray, stat: str) -> float:
     return float(np.percentile(v, float(stat[1:])))
 
 
+def latency_rows(predicted: pd.DataFrame, measured: pd.DataFrame, **ids) -> list[dict]:
+    """:func:`rows` for every metric of :data:`METRICS`, from two per-request tables with
+    ``<metric>_s`` columns (a replay's ``requests``, ``MeasuredRun.latencies()``); ``ids``
+    are :func:`rows`' other keywords."""
+    out = []
+    for metric in METRICS:
+        out += rows(
+            **ids,
+            metric=metric,
+            predicted_s=predicted[f"{metric}_s"].to_numpy(dtype=float),
+            measured_s=measured[f"{metric}_s"].to_numpy(dtype=float),
+        )
+    return out
+
+
 def rows(
     *,
     dataset: str,
