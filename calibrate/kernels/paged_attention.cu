@@ -23,6 +23,11 @@
 // Dynamic shared memory: TILE floats (the tile's logits).
 #include <cuda_fp16.h>
 
+// NVRTC has no <math.h>, which is where INFINITY usually comes from
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 #define NUM_THREADS 128
 #define NUM_WARPS (NUM_THREADS / 32)
 
