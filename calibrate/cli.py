@@ -66,6 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="calibrate_command", metavar="{report,import,fit-serving}")
     report = sub.add_parser("report", help="rebuild report.md and plots from a calibration folder")
     report.add_argument("dir", help="a folder written by `pagesim calibrate`")
+    report.add_argument(
+        "--against",
+        metavar="DIR2",
+        help="also print how DIR's profile predicts DIR2's measurements (another run, "
+        "another seed: every point of it held out), term by term, and write "
+        "DIR/against_<DIR2 name>.md",
+    )
     report.set_defaults(func=_report)
     _register_import(sub)
     from pagesim.calibrate.serving_cli import register as register_fit_serving
@@ -378,4 +385,14 @@ def _report(args: argparse.Namespace) -> int:
     report, plot = rebuild_report(args.dir)
     print(f"report: {report}")
     print(f"plots: {plot}")
+    if args.against:
+        from pathlib import Path
+
+        from pagesim.calibrate.compare import cross_run_section
+
+        text = "\n".join(cross_run_section(Path(args.dir), Path(args.against))) + "\n"
+        print(text, end="")
+        out = Path(args.dir) / f"against_{Path(args.against).resolve().name}.md"
+        out.write_text(text)
+        print(f"cross-run table: {out}")
     return 0

@@ -14,6 +14,9 @@ Each section is computed from the measurements, the run's metadata and the fits,
   shipped and the analytic profile predict for them;
 - **single pass vs partitioned** at the same shapes (the grid's variant pairs);
 - **GEMMs by model**: the fitted GEMM term's error on each model's shapes;
+- **another run** (``pagesim calibrate report DIR --against DIR2``, not in report.md): this
+  run's fitted profile on every measurement of a second run (another seed: other shapes
+  and another hold-out split), term by term, beside each run's own held-out error;
 - **measured vs shipped vs analytic, term by term**: coefficients (launch constant,
   bandwidth, FLOP rate, per-block, per-sequence, per-token costs) and each profile's
   error on this run's measurements. The shipped profile is ``profiles/h100-sxm-vidur``
@@ -25,13 +28,15 @@ K/V bytes of a decode row: 2 (K and V) x context tokens x KV heads x head dim x 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pagesim.calibrate.fit import TermFit
+from pagesim.calibrate.cupy_ops import PARTITION_SIZE
+from pagesim.calibrate.fit import TERM_EXTRAS, TermFit, fit_coefficients, predict
 from pagesim.calibrate.grid import BLOCK_SIZES, CORE_BLOCK_SIZE, DTYPE_BYTES
 from pagesim.simulator.costmodel.analytic import analytic_profile
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Term, load_profile
@@ -315,7 +320,129 @@ def profiles_section(
     return lines + [""]
 
 
-def render_comparisons(df: pd.DataFrame, meta: dict[str, Any], fits: dict[str, TermFit]) -> str:
+def longest_walk(rows: pd.DataFrame) -> np.ndarray:
+    """Context tokens x head dim that the longest-running thread block of a decode kernel
+    walks in sequence: the longest context for the single-pass kernels (one block per
+    sequence and head: paged_v1, contiguous), one partition of it for paged_v2."""
+    ctx = rows["max_context"].to_numpy(dtype=float)
+    ctx = np.where(rows["kernel"].to_numpy() == "paged_v2", np.minimum(ctx, PARTITION_SIZE), ctx)
+    return ctx * rows["head_dim"].to_numpy(dtype=float)
+
+
+def critical_path_section(df: pd.DataFrame, fits: dict[str, TermFit]) -> list[str]:
+    """The decode terms refitted with the longest walk in place of FLOPs in the roofline,
+    ``const + max(s_per_byte·bytes, s_per_walk·walk) + per block + per sequence``, on the
+    same training points, scored on the same held-out points. A diagnostic: the simulator's
+    decode features (sequences, context tokens, blocks) hold no longest context."""
+    lines = [
+        "### Decode attention: the longest thread block's walk (diagnostic)",
+        "",
+        "The fitted form sees bytes, FLOPs, blocks and sequences. The decode kernels give "
+        "each (sequence, head) one thread block (paged_v2: each 512-token partition), which "
+        "walks its context in sequence, so a kernel lasts at least as long as its longest "
+        "walk. Refitted with that walk (longest context x head dim; one partition for "
+        "paged_v2) in place of FLOPs, on the same training and held-out points. Not used "
+        "by the simulator: its decode features hold no longest context.",
+        "",
+        "| term | held-out points | held-out MAPE, fitted form | held-out MAPE, with the walk "
+        "| worst, with the walk | uniform contexts | skewed contexts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    fitted = df[df["in_fit"]] if "in_fit" in df else df
+    for name in ("paged_decode_attention", "contiguous_decode_attention"):
+        fit = fits.get(name)
+        rows = fitted[fitted["term"] == name]
+        if fit is None or rows.empty or not fit.is_heldout.any():
+            continue
+        feats = {k: rows[k].to_numpy(dtype=float) for k in FEATURES}
+        feats["flops"] = longest_walk(rows)
+        train = {k: v[~fit.is_heldout] for k, v in feats.items()}
+        coefs = fit_coefficients(train, fit.measured_s[~fit.is_heldout], TERM_EXTRAS[name])
+        rel = np.abs(predict(coefs, feats) / fit.measured_s - 1.0)
+        held = fit.is_heldout
+        mix = rows["context_mix"].to_numpy()
+        lines.append(
+            f"| {name} | {int(held.sum())} | {_pct(fit.heldout_mape)} | "
+            f"{_pct(rel[held].mean())} | {_pct(rel[held].max())} | "
+            f"{_pct(rel[held & (mix == 'uniform')].mean())} | "
+            f"{_pct(rel[held & (mix == 'skewed')].mean())} |"
+        )
+    return lines + [""]
+
+
+#: the file ``benchmarks/gpu_reference.py`` writes, read from a calibration folder
+REFERENCE_CSV = "reference.csv"
+REFERENCE_COLUMNS = ("op", "shape", "backend", "batch", "tokens", "us")
+
+
+def _reference_match(df: pd.DataFrame, ref: pd.Series, model: dict[str, Any]) -> pd.DataFrame:
+    """The calibration rows timing the reference row's shape (the model's heads)."""
+    heads = (
+        (df["num_heads"] == model["num_heads"])
+        & (df["num_kv_heads"] == model["num_kv_heads"])
+        & (df["head_dim"] == model["head_dim"])
+    )
+    if ref["op"] == "decode":
+        return df[
+            (df["term"] == "paged_decode_attention") & heads & (df["context_mix"] == "uniform")
+            & (df["block_size"] == CORE_BLOCK_SIZE) & (df["batch"] == ref["batch"])
+            & (df["mean_context"] == ref["tokens"])
+        ]  # fmt: skip
+    if ref["op"] == "prefill":
+        return df[
+            (df["term"] == "prefill_attention") & heads & (df["batch"] == 1)
+            & (df["tokens"] == ref["tokens"])
+        ]  # fmt: skip
+    if str(ref["op"]).startswith("gemm"):
+        m, k, n = (int(x) for x in str(ref["shape"]).split("x"))
+        gemms = df[df["term"] == "gemm"]
+        params = gemms["params_json"].map(json.loads)
+        keep = params.map(
+            lambda p: (p["m"], p["k"], p["n"], p["model"]) == (m, k, n, model["name"])
+        )
+        return gemms[keep.to_numpy(dtype=bool)]
+    return df.iloc[0:0]
+
+
+def reference_section(df: pd.DataFrame, meta: dict[str, Any], ref: pd.DataFrame) -> list[str]:
+    """pagesim's kernels beside a tuned reference timed on the same GPU at the same shapes
+    (``benchmarks/gpu_reference.py``'s CSV in the folder): per shape, both times and
+    their ratio; a summary line per operation."""
+    model = meta["model"]
+    lines = [
+        "### Beside a tuned reference on the same GPU",
+        "",
+        f"`{REFERENCE_CSV}` in this folder (`benchmarks/gpu_reference.py`: PyTorch's "
+        "FlashAttention over a contiguous K/V, `torch.matmul`), at the model's shapes; "
+        "pagesim: the paged kernel at block 16, uniform contexts; the prefill path; the "
+        "GEMMs. Ratio: pagesim / reference.",
+        "",
+        "| op | shape | reference | reference µs | pagesim µs | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    ratios: dict[str, list[float]] = {}
+    for _, r in ref.iterrows():
+        rows = _reference_match(df, r, model)
+        if rows.empty:
+            continue
+        ours = float(rows["median_s"].median()) * 1e6
+        op = "gemm" if str(r["op"]).startswith("gemm") else str(r["op"])
+        ratios.setdefault(op, []).append(ours / r["us"])
+        lines.append(
+            f"| {r['op']} | {r['shape']} | {r['backend']} | {r['us']:.1f} | {ours:.1f} | "
+            f"{ours / r['us']:.2f} |"
+        )
+    lines += ["", *(f"- {op}: {len(v)} shapes, ratio {min(v):.2f}–{max(v):.2f}, median "
+                    f"{float(np.median(v)):.2f}" for op, v in ratios.items())]  # fmt: skip
+    return lines + [""]
+
+
+def render_comparisons(
+    df: pd.DataFrame,
+    meta: dict[str, Any],
+    fits: dict[str, TermFit],
+    reference: pd.DataFrame | None = None,
+) -> str:
     terms = reference_terms(meta, fits)
     lines = [f"## What the timings answer ({meta['device']['name']})", ""]
     lines += heldout_section(fits)
@@ -323,7 +450,10 @@ def render_comparisons(df: pd.DataFrame, meta: dict[str, Any], fits: dict[str, T
         lines += bandwidth_section(df, meta)
         lines += model_shapes_section(df, meta, terms)
         lines += variant_section(df)
+        lines += critical_path_section(df, fits)
     lines += gemm_section(df, fits)
+    if reference is not None:
+        lines += reference_section(df, meta, reference)
     lines += profiles_section(df, fits, terms)
     return "\n".join(lines)
 
@@ -359,3 +489,42 @@ def plot_decode_bandwidth(df: pd.DataFrame, meta: dict[str, Any], path: Path) ->
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def cross_run_section(run_dir: Path, other_dir: Path) -> list[str]:
+    """Markdown: ``run_dir``'s profile predicting every fitted measurement of ``other_dir``.
+
+    Both folders are ``pagesim calibrate`` outputs; the other run's points are all held out
+    from this profile's fit. Per term: points, MAPE, median and worst error, the signed
+    median (bias), and each run's own held-out MAPE from its profile.
+    """
+    from pagesim.calibrate.measure import load_measurements
+
+    mine = load_profile(run_dir / "profile.yaml")
+    theirs = load_profile(other_dir / "profile.yaml")
+    df = load_measurements(other_dir / "measurements.csv")
+    df = df[df["in_fit"]]
+    lines = [
+        f"### {run_dir.name}'s profile on {other_dir.name}'s measurements",
+        "",
+        f"Every point of the second run is held out from the first run's fit "
+        f"({mine.command!r} vs {theirs.command!r}).",
+        "",
+        "| term | points | MAPE | median abs error | worst | signed median | "
+        "held-out MAPE, first run | held-out MAPE, second run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in TERM_NAMES:
+        rows = df[df["term"] == name]
+        term = mine.terms.get(name)
+        if rows.empty or term is None:
+            continue
+        rel = predict_s(term, rows) / rows["median_s"].to_numpy() - 1.0
+        other = theirs.terms.get(name)
+        lines.append(
+            f"| {name} | {len(rows)} | {_pct(np.mean(np.abs(rel)))} | "
+            f"{_pct(np.median(np.abs(rel)))} | {_pct(np.max(np.abs(rel)))} | "
+            f"{np.median(rel) * 100:+.1f}% | {_pct(term.heldout_mape)} | "
+            f"{_pct(other.heldout_mape if other else None)} |"
+        )
+    return lines

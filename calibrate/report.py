@@ -17,8 +17,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pagesim.calibrate.compare import BANDWIDTH_PNG, plot_decode_bandwidth, render_comparisons
+from pagesim.calibrate.compare import (
+    BANDWIDTH_PNG,
+    REFERENCE_COLUMNS,
+    REFERENCE_CSV,
+    plot_decode_bandwidth,
+    render_comparisons,
+)
 from pagesim.calibrate.fit import TermFit
+from pagesim.calibrate.tables import read_table
 from pagesim.calibrate.targets import Target
 from pagesim.files import atomic_write_text, replaced_atomically
 
@@ -110,7 +117,11 @@ def _checks(meta: dict[str, Any]) -> list[str]:
 
 
 def render_report(
-    meta: dict[str, Any], fits: dict[str, TermFit], targets: list[Target], df: pd.DataFrame
+    meta: dict[str, Any],
+    fits: dict[str, TermFit],
+    targets: list[Target],
+    df: pd.DataFrame,
+    reference: pd.DataFrame | None = None,
 ) -> str:
     dev = meta["device"]
     num_report_only = int((~df["in_fit"]).sum())
@@ -164,7 +175,7 @@ def render_report(
         "Terms not measured here (step_overhead) come from the analytic profile when the simulator loads this one; "
         "the optional pointwise term (element-wise kernels) is not timed here and costs nothing without it.",
         "",
-        render_comparisons(df, meta, fits),
+        render_comparisons(df, meta, fits, reference),
     ]
     return "\n".join(lines)
 
@@ -181,7 +192,15 @@ def write_report(
     plot = plot_fits(fits, out_dir / PLOT_PNG)
     if (df["term"] == "paged_decode_attention").any():
         plot_decode_bandwidth(df, meta, out_dir / BANDWIDTH_PNG)
-    report = atomic_write_text(out_dir / REPORT_MD, render_report(meta, fits, targets, df))
+    ref_path = out_dir / REFERENCE_CSV
+    reference = (
+        read_table(ref_path, REFERENCE_COLUMNS, "benchmarks/gpu_reference.py's output")
+        if ref_path.is_file()
+        else None
+    )
+    report = atomic_write_text(
+        out_dir / REPORT_MD, render_report(meta, fits, targets, df, reference)
+    )
     return report, plot
 
 

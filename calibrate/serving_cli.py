@@ -185,7 +185,9 @@ def _fit_serving(args: argparse.Namespace) -> int:
     profile = serving_profile(fit, args.base, args.gpu, command=command, server=args.server)
     out = Path(args.out)
     path = profile.save(out / "profile.yaml")
-    report = atomic_write_text(out / "report.md", "\n".join(report_lines(fit, runs, kernels)) + "\n")
+    report = atomic_write_text(
+        out / "report.md", "\n".join(report_lines(fit, runs, kernels)) + "\n"
+    )
     s = profile.serving
     print(f"chosen form: {s.form} ({s.describe()})")
     print(f"profile: {path}")
