@@ -30,6 +30,8 @@
 
 #define NUM_THREADS 128
 #define NUM_WARPS (NUM_THREADS / 32)
+// the occupancy the register budget is for (8 x 128 threads x 64 registers = an SM's 64K)
+#define MIN_BLOCKS_PER_SM 8
 
 struct PagedKV {
   const __half* k_cache;
@@ -68,52 +70,91 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 
+// Work split. Every thread loads VEC consecutive half2 pairs of a K or V row (16 bytes),
+// so a row of HEAD_DIM halves is NVEC = HEAD_DIM / 8 loads:
+// - logits: a group of K_LANES lanes (NVEC rounded up to a power of two) per token, so a
+//   warp scores 32 / K_LANES tokens at once and sums each dot product over its group with
+//   xor shuffles that stay inside it;
+// - weighted V: NVEC threads per token, V_GROUPS = NUM_THREADS / NVEC tokens at once (threads
+//   past V_GROUPS * NVEC are idle in that phase), then reduce_groups sums the groups.
+// Compared with one lane per pair and one warp per token, a thread keeps four loads in
+// flight instead of one and walks a quarter as many tokens.
+constexpr int VEC = 4;  // half2 pairs per load: 16 bytes
+
+__host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
+
+template <int HEAD_DIM>
+struct Split {
+  static_assert(HEAD_DIM % (2 * VEC) == 0, "HEAD_DIM must be a multiple of 8");
+  static constexpr int NVEC = HEAD_DIM / (2 * VEC);
+  static constexpr int K_LANES = pow2_at_least(NVEC);
+  static_assert(K_LANES <= 32, "a token's K row must fit one warp");
+  static constexpr int K_TOKENS_PER_WARP = 32 / K_LANES;
+  static constexpr int V_GROUPS = NUM_THREADS / NVEC;
+};
+
 // Attend the query over tokens [start, end) of one sequence with the online softmax.
-// On return, every thread of the block holds m (running max) and l (running sum); the
-// accumulator for half2 pair `pair` of group `group` is in acc; the caller reduces groups.
+// On return, every thread of the block holds m (running max); thread (group, vec) of the V
+// phase holds its group's running sum l and the accumulator of pairs vec*VEC .. vec*VEC+VEC-1
+// in acc; the caller reduces groups.
 template <int HEAD_DIM, typename KV>
 __device__ void attend_range(const KV& kv, const __half* q_ptr, float scale, int start, int end,
                              int tile, float* logits, float* red, float& m, float& l,
-                             float2& acc) {
-  constexpr int PAIRS = HEAD_DIM / 2;
-  constexpr int GROUPS = NUM_THREADS / PAIRS;
+                             float2 (&acc)[VEC]) {
+  using S = Split<HEAD_DIM>;
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int pair = tid % PAIRS;
-  const int group = tid / PAIRS;  // groups >= GROUPS are idle in the V phase
+  const int k_vec = lane % S::K_LANES;      // which 16 bytes of a K row this lane loads
+  const int k_token = lane / S::K_LANES;    // which of the warp's tokens it scores
+  const int v_vec = tid % S::NVEC;
+  const int v_group = tid / S::NVEC;        // groups >= V_GROUPS are idle in the V phase
 
-  // The query, as float2 pairs, in registers of each lane (lane handles pairs lane, lane+32).
-  float2 qv[(PAIRS + 31) / 32];
+  // This lane's slice of the query, as float2 pairs, in registers.
+  float2 qv[VEC];
 #pragma unroll
-  for (int i = 0; i < (PAIRS + 31) / 32; ++i) {
-    const int p = lane + 32 * i;
-    qv[i] = p < PAIRS ? __half22float2(reinterpret_cast<const __half2*>(q_ptr)[p])
-                      : make_float2(0.f, 0.f);
+  for (int i = 0; i < VEC; ++i) {
+    qv[i] = k_vec < S::NVEC
+                ? __half22float2(reinterpret_cast<const __half2*>(q_ptr)[k_vec * VEC + i])
+                : make_float2(0.f, 0.f);
   }
   m = -INFINITY;
   l = 0.f;
-  acc = make_float2(0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) acc[i] = make_float2(0.f, 0.f);
 
   for (int tile_start = start; tile_start < end; tile_start += tile) {
     const int tile_len = min(tile, end - tile_start);
-    // Phase 1: logits, one warp per token; lanes split the head dimension.
+    // Phase 1: logits. The trip count is the same for every lane of a warp (the shuffles
+    // need the whole warp); a lane past the tile scores nothing.
     float local_max = -INFINITY;
-    for (int t = warp; t < tile_len; t += NUM_WARPS) {
-      const __half2* k = reinterpret_cast<const __half2*>(kv.k_cache + kv.offset(tile_start + t));
+    for (int base = warp * S::K_TOKENS_PER_WARP; base < tile_len;
+         base += NUM_WARPS * S::K_TOKENS_PER_WARP) {
+      const int t = base + k_token;
       float dot = 0.f;
+      if (t < tile_len && k_vec < S::NVEC) {
+        const __half2* k =
+            reinterpret_cast<const __half2*>(kv.k_cache + kv.offset(tile_start + t)) + k_vec * VEC;
+        __half2 kh[VEC];
 #pragma unroll
-      for (int i = 0; i < (PAIRS + 31) / 32; ++i) {
-        const int p = lane + 32 * i;
-        if (p < PAIRS) {
-          const float2 kf = __half22float2(k[p]);
+        for (int i = 0; i < VEC; ++i) kh[i] = k[i];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float2 kf = __half22float2(kh[i]);
           dot += qv[i].x * kf.x + qv[i].y * kf.y;
         }
       }
-      dot = warp_sum(dot) * scale;
-      if (lane == 0) logits[t] = dot;
-      local_max = fmaxf(local_max, dot);
+#pragma unroll
+      for (int mask = S::K_LANES / 2; mask > 0; mask >>= 1) {
+        dot += __shfl_xor_sync(0xffffffffu, dot, mask);
+      }
+      dot *= scale;
+      if (t < tile_len) {
+        if (k_vec == 0) logits[t] = dot;
+        local_max = fmaxf(local_max, dot);
+      }
     }
+    local_max = warp_max(local_max);
     if (lane == 0) red[warp] = local_max;
     __syncthreads();
     float tile_max = red[0];
@@ -121,19 +162,28 @@ __device__ void attend_range(const KV& kv, const __half* q_ptr, float scale, int
     for (int w = 1; w < NUM_WARPS; ++w) tile_max = fmaxf(tile_max, red[w]);
     const float m_new = fmaxf(m, tile_max);
     const float rescale = __expf(m - m_new);  // exp(-inf) = 0 on the first tile
-    acc.x *= rescale;
-    acc.y *= rescale;
     l *= rescale;
-    // Phase 2: weights and V, thread (group, pair) takes tokens group, group + GROUPS, ...
-    if (group < GROUPS) {
-      for (int t = group; t < tile_len; t += GROUPS) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      acc[i].x *= rescale;
+      acc[i].y *= rescale;
+    }
+    // Phase 2: weights and V, thread (group, vec) takes tokens group, group + V_GROUPS, ...
+    if (v_group < S::V_GROUPS) {
+      for (int t = v_group; t < tile_len; t += S::V_GROUPS) {
         const float p = __expf(logits[t] - m_new);
         l += p;
         const __half2* v =
-            reinterpret_cast<const __half2*>(kv.v_cache + kv.offset(tile_start + t));
-        const float2 vf = __half22float2(v[pair]);
-        acc.x += p * vf.x;
-        acc.y += p * vf.y;
+            reinterpret_cast<const __half2*>(kv.v_cache + kv.offset(tile_start + t)) + v_vec * VEC;
+        __half2 vh[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) vh[i] = v[i];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float2 vf = __half22float2(vh[i]);
+          acc[i].x += p * vf.x;
+          acc[i].y += p * vf.y;
+        }
       }
     }
     m = m_new;
@@ -141,29 +191,31 @@ __device__ void attend_range(const KV& kv, const __half* q_ptr, float scale, int
   }
 }
 
-// Sum acc and l over the thread groups into shared memory: out_acc[HEAD_DIM], *out_l.
+// Sum acc and l over the V phase's thread groups into shared memory: out_acc[HEAD_DIM], *out_l.
 template <int HEAD_DIM>
-__device__ void reduce_groups(float2 acc, float l, float* scratch, float* out_l) {
-  constexpr int PAIRS = HEAD_DIM / 2;
-  constexpr int GROUPS = NUM_THREADS / PAIRS;
+__device__ void reduce_groups(const float2 (&acc)[VEC], float l, float* scratch, float* out_l) {
+  using S = Split<HEAD_DIM>;
   const int tid = threadIdx.x;
-  const int pair = tid % PAIRS;
-  const int group = tid / PAIRS;
-  // scratch holds GROUPS * HEAD_DIM floats + GROUPS sums
-  if (group < GROUPS) {
-    scratch[group * HEAD_DIM + 2 * pair] = acc.x;
-    scratch[group * HEAD_DIM + 2 * pair + 1] = acc.y;
-    if (pair == 0) scratch[GROUPS * HEAD_DIM + group] = l;
+  const int vec = tid % S::NVEC;
+  const int group = tid / S::NVEC;
+  // scratch holds V_GROUPS * HEAD_DIM floats + V_GROUPS sums
+  if (group < S::V_GROUPS) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      scratch[group * HEAD_DIM + 2 * (vec * VEC + i)] = acc[i].x;
+      scratch[group * HEAD_DIM + 2 * (vec * VEC + i) + 1] = acc[i].y;
+    }
+    if (vec == 0) scratch[S::V_GROUPS * HEAD_DIM + group] = l;
   }
   __syncthreads();
   if (tid < HEAD_DIM) {
     float s = 0.f;
-    for (int g = 0; g < GROUPS; ++g) s += scratch[g * HEAD_DIM + tid];
+    for (int g = 0; g < S::V_GROUPS; ++g) s += scratch[g * HEAD_DIM + tid];
     scratch[tid] = s;  // safe: each tid reads column tid of every group before writing row 0
   }
   if (tid == 0) {
     float s = 0.f;
-    for (int g = 0; g < GROUPS; ++g) s += scratch[GROUPS * HEAD_DIM + g];
+    for (int g = 0; g < S::V_GROUPS; ++g) s += scratch[S::V_GROUPS * HEAD_DIM + g];
     *out_l = s;
   }
   __syncthreads();
@@ -173,12 +225,12 @@ template <int HEAD_DIM, typename KV>
 __device__ void attention_single_pass(const KV& kv, const __half* q_ptr, __half* out_ptr,
                                       float scale, int context_len, int tile) {
   extern __shared__ float smem[];
-  constexpr int GROUPS = NUM_THREADS / (HEAD_DIM / 2);
+  constexpr int GROUPS = Split<HEAD_DIM>::V_GROUPS;
   __shared__ float red[NUM_WARPS];
   __shared__ float scratch[GROUPS * HEAD_DIM + GROUPS];
   __shared__ float total_l;
   float m, l;
-  float2 acc;
+  float2 acc[VEC];
   attend_range<HEAD_DIM>(kv, q_ptr, scale, 0, context_len, tile, smem, red, m, l, acc);
   reduce_groups<HEAD_DIM>(acc, l, scratch, &total_l);
   const float inv = 1.f / total_l;
@@ -223,7 +275,7 @@ __device__ void paged_v2(float* tmp_out, float* max_logits, float* exp_sums, con
                          const int* context_lens, int max_blocks_per_seq, int num_kv_heads,
                          int block_size, int tile, int partition_size, float scale) {
   extern __shared__ float smem[];
-  constexpr int GROUPS = NUM_THREADS / (HEAD_DIM / 2);
+  constexpr int GROUPS = Split<HEAD_DIM>::V_GROUPS;
   __shared__ float red[NUM_WARPS];
   __shared__ float scratch[GROUPS * HEAD_DIM + GROUPS];
   __shared__ float total_l;
@@ -232,13 +284,14 @@ __device__ void paged_v2(float* tmp_out, float* max_logits, float* exp_sums, con
   const int part = blockIdx.z;
   const int num_heads = gridDim.x;
   const int num_parts = gridDim.z;
-  const long long row = ((long long)seq * num_heads + head) * num_parts + part;
+  // the partition's row of the outputs (recomputed where used: fewer live registers)
+  const auto row_of = [&]() { return ((long long)seq * num_heads + head) * num_parts + part; };
   const int context_len = context_lens[seq];
   const int start = part * partition_size;
   if (start >= context_len) {  // empty partition: neutral element of the reduction
     if (threadIdx.x == 0) {
-      max_logits[row] = -INFINITY;
-      exp_sums[row] = 0.f;
+      max_logits[row_of()] = -INFINITY;
+      exp_sums[row_of()] = 0.f;
     }
     return;
   }
@@ -246,10 +299,11 @@ __device__ void paged_v2(float* tmp_out, float* max_logits, float* exp_sums, con
   const PagedKV kv{k_cache, v_cache, block_tables + (long long)seq * max_blocks_per_seq,
                    block_size, num_kv_heads, head / (num_heads / num_kv_heads), HEAD_DIM};
   float m, l;
-  float2 acc;
+  float2 acc[VEC];
   attend_range<HEAD_DIM>(kv, q + ((long long)seq * num_heads + head) * HEAD_DIM, scale, start,
                          end, tile, smem, red, m, l, acc);
   reduce_groups<HEAD_DIM>(acc, l, scratch, &total_l);
+  const long long row = row_of();
   for (int d = threadIdx.x; d < HEAD_DIM; d += NUM_THREADS) tmp_out[row * HEAD_DIM + d] = scratch[d];
   if (threadIdx.x == 0) {
     max_logits[row] = m;
@@ -291,7 +345,8 @@ __device__ void reduce_v2(__half* out, const float* tmp_out, const float* max_lo
     paged_v1<D>(out, q, k_cache, v_cache, block_tables, context_lens, max_blocks_per_seq,       \
                 num_kv_heads, block_size, tile, scale);                                         \
   }                                                                                             \
-  extern "C" __global__ void __launch_bounds__(NUM_THREADS) paged_attention_v2_hd##D(           \
+  extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS_PER_SM)                  \
+      paged_attention_v2_hd##D(                                                                 \
       float* tmp_out, float* max_logits, float* exp_sums, const __half* q,                      \
       const __half* k_cache, const __half* v_cache, const int* block_tables,                    \
       const int* context_lens, int max_blocks_per_seq, int num_kv_heads, int block_size,        \

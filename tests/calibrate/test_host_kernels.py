@@ -249,8 +249,8 @@ def test_a_shuffle_in_divergent_code_is_reported_as_a_deadlock(build_dir, tmp_pa
     the shim stops with a one-line error instead."""
     broken = _edited_copy(
         "paged_attention.cu",
-        "dot = warp_sum(dot) * scale;",
-        "if (lane < 16) dot = warp_sum(dot) * scale;",
+        "local_max = warp_max(local_max);",
+        "if (lane < 16) local_max = warp_max(local_max);",
         tmp_path / "src",
     )
     kernels = _kernels(
