@@ -12,9 +12,9 @@ Decode attention picks the single-pass or the partitioned kernel by vLLM's rule
 (v0.2-v0.4 ``_paged_attention``): partitioned (v2, 512-token partitions) unless the
 longest context fits one partition, or there are more than 512 (sequence, head) pairs to
 keep the GPU busy and the context is at most 8192 tokens.
-Prefill attention is a CuPy GEMM path: S = Q K^T (cuBLAS, fp16 in, fp32 accumulate),
-an additive causal mask, a float32 softmax, then P V; GQA by broadcasting K/V over the
-query heads of each group.
+Prefill attention is two batched GEMMs (cuBLAS: fp16 in and out) around prefill.cu's
+causal softmax: S = Q K^T with each KV head's group of query heads stacked as rows, the
+masked softmax in place (fp32 inside, one read of S and one write of P), then P V.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from pagesim.calibrate.sources import (
     ATTENTION_NUM_THREADS,
+    SOFTMAX_NUM_THREADS,
     SOURCE_TO_KERNELS,
     attention_kernel_names,
     read_source,
@@ -242,15 +243,25 @@ class Kernels:
         )
 
     def prefill_attention(self, q, k, v):
-        """Causal attention, q/k/v [batch, heads or kv_heads, new, d] (no cached prefix)."""
+        """Causal attention, q/k/v [batch, heads or kv_heads, new, d] (no cached prefix).
+
+        Two batched GEMMs (cuBLAS on a GPU) around prefill.cu's causal softmax: a KV head's
+        group of query heads is one matrix of group x new rows (heads of a group are
+        adjacent), S = Q K^T [batch x kv_heads, group x new, new] in fp16, the softmax in
+        place (row r is the query at position r % new), then P V."""
         cp = self.cp
         b, h, t, d = q.shape
         kvh = k.shape[1]
-        qg = q.reshape(b, kvh, h // kvh, t, d)
-        s = cp.matmul(qg, k[:, :, None].swapaxes(-1, -2)).astype(cp.float32)
-        s *= np.float32(1.0 / np.sqrt(d))
-        s += cp.triu(cp.full((t, t), -cp.inf, dtype=cp.float32), k=1)
-        s -= s.max(axis=-1, keepdims=True)
-        cp.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
-        return cp.matmul(s.astype(cp.float16), v[:, :, None]).reshape(b, h, t, d)
+        rows = q.reshape(b * kvh, (h // kvh) * t, d)
+        s = cp.matmul(rows, k.reshape(b * kvh, t, d).swapaxes(-1, -2))
+        num_rows = s.shape[0] * s.shape[1]
+        per_block = SOFTMAX_NUM_THREADS // 32
+        self.launch(
+            "prefill.cu",
+            "causal_softmax",
+            (-(-num_rows // per_block),),
+            (SOFTMAX_NUM_THREADS,),
+            (s, np.int64(num_rows), np.int32(t), np.float32(1.0 / np.sqrt(d))),
+            0,
+        )
+        return cp.matmul(s, v.reshape(b * kvh, t, d)).reshape(b, h, t, d)

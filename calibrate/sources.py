@@ -47,7 +47,10 @@ def attention_kernel_names(head_dim: int) -> dict[str, str]:
 SOURCE_TO_KERNELS: dict[str, tuple[str, ...]] = {
     "paged_attention.cu": tuple(n for d in HEAD_DIMS for n in attention_kernel_names(d).values()),
     "kv_cache.cu": ("reshape_and_cache", "copy_blocks"),
+    "prefill.cu": ("causal_softmax",),
 }
+#: threads of a causal_softmax block (prefill.cu's SOFTMAX_THREADS): one warp per row
+SOFTMAX_NUM_THREADS = 128
 
 
 def read_source(file_name: str) -> str:

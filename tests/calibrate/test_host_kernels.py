@@ -137,6 +137,31 @@ def check_kv_write_and_copy(kernels, num_kv_heads, block_size, head_dim, slots, 
     np.testing.assert_array_equal(vc, want_v)
 
 
+def check_prefill(kernels, num_heads=8, num_kv_heads=2, t=37, head_dim=64):
+    """The prefill path (numpy GEMMs around prefill.cu's causal softmax) against the
+    reference, per sequence and head."""
+    rng = np.random.default_rng(t)
+    q = rng.standard_normal((2, num_heads, t, head_dim)).astype(np.float16)
+    k = rng.standard_normal((2, num_kv_heads, t, head_dim)).astype(np.float16)
+    v = rng.standard_normal((2, num_kv_heads, t, head_dim)).astype(np.float16)
+    out = kernels.prefill_attention(q, k, v)
+    want = np.stack(
+        [
+            ref.prefill_attention(
+                q[i].transpose(1, 0, 2), k[i].transpose(1, 0, 2), v[i].transpose(1, 0, 2),
+                1 / np.sqrt(head_dim),
+            ).transpose(1, 0, 2)
+            for i in range(2)
+        ]
+    )  # fmt: skip
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize(("nh", "nkv", "t", "hd"), [(8, 2, 37, 64), (4, 4, 1, 128), (2, 1, 70, 80)])
+def test_prefill_matches_reference(kernels, nh, nkv, t, hd):
+    check_prefill(kernels, nh, nkv, t, hd)
+
+
 KV_CASES = [
     (2, 16, 128, [0, 17, 95, 40, 3, 111], [(0, 4), (2, 5)]),  # 16-byte vector copies
     (8, 4, 128, [5, 27, 0], [(6, 1)]),  # 1024 values per token: threads stride (512 threads)
@@ -172,6 +197,12 @@ MUTANTS = {
         "const float rescale = __expf(m - m_new);",
         "const float rescale = 1.f;",
         lambda k: check_paged(k, *PAGED_CASES[5], True),
+    ),
+    "prefill_mask_one_key_late": (
+        "prefill.cu",
+        "const int last = (int)(row % t);",
+        "const int last = (int)(row % t) + (t > 1);",  # sees the next key
+        check_prefill,
     ),
     "kv_slot_offset_off_by_one": (
         "kv_cache.cu",

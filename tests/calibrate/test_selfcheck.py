@@ -19,11 +19,12 @@ def test_a_wrong_kernel_fails_its_checks_and_the_others_still_run(build_dir, tmp
     harnesses = {
         "paged_attention.cu": build_harness("paged_attention.cu", build_dir, source_path=source),
         "kv_cache.cu": build_harness("kv_cache.cu", build_dir),
+        "prefill.cu": build_harness("prefill.cu", build_dir),
     }
     checks = check_kernels(Kernels(np, HostLauncher(harnesses, tmp_path / "run")), np, np.asarray)
     failed = {c.name for c in checks if not c.passed}
     assert failed == {c[0] for c in PAGED_CASES}  # the contiguous kernel reads no block table
-    assert all(c.passed for c in checks if c.name.startswith(("kv_write", "block_copy")))
+    assert all(c.passed for c in checks if c.name.startswith(("kv_write", "block_copy", "prefill")))
     assert not any(c.error for c in checks)
     assert summary_line(checks).startswith(f"kernel check: {len(failed)} of {len(checks)} FAILED")
 
