@@ -175,8 +175,12 @@ def test_fault_injection_rerun_is_byte_identical(tmp_path):
             os.kill(proc.pid, signal.SIGKILL)
         else:
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=PATIENCE_S)
-        assert proc.returncode in (0, 130, -signal.SIGKILL, -signal.SIGINT), kind
+        _, err = proc.communicate(timeout=PATIENCE_S)
+        assert proc.returncode in (0, 130, -signal.SIGKILL, -signal.SIGINT), (
+            kind,
+            proc.returncode,
+            err.decode(errors="replace")[-3000:],  # what the run said: the cause, if any
+        )
         assert _wait_session_gone(proc.pid) == [], f"processes left after {kind}"
         runs = out / "runs"
         num_cached.append(len(list(runs.glob("[0-9a-f]*"))) if runs.is_dir() else 0)
