@@ -29,6 +29,7 @@ from pagesim.calibrate.sources import (
     SOFTMAX_NUM_THREADS,
     SOURCE_TO_KERNELS,
     attention_kernel_names,
+    nvidia_wheel_roots,
     read_source,
 )
 
@@ -86,8 +87,6 @@ def cuda_include_candidates() -> list[list[str]]:
     ``nv/target``): those in ``$PAGESIM_NVRTC_INCLUDE``, ``$CUDA_PATH``, ``$CUDA_HOME``,
     /usr/local/cuda, then the NVIDIA wheels in site-packages. Each is one set of -I dirs."""
     import os
-    import site
-    import sysconfig
     from pathlib import Path
 
     roots = [Path(d) for d in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if d]
@@ -95,9 +94,9 @@ def cuda_include_candidates() -> list[list[str]]:
         Path(os.environ[k]) / "include" for k in ("CUDA_PATH", "CUDA_HOME") if k in os.environ
     ]
     roots.append(Path("/usr/local/cuda/include"))
-    for packages in dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()]):
-        for sub in ("cu13", "cuda_runtime", "cu12", "cuda_nvrtc"):
-            roots.append(Path(packages) / "nvidia" / sub / "include")
+    roots += [
+        r / "include" for r in nvidia_wheel_roots("cu13", "cuda_runtime", "cu12", "cuda_nvrtc")
+    ]
     found = []
     for root in dict.fromkeys(roots):
         if (root / "cuda_fp16.h").is_file():

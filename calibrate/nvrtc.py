@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import site
 import sys
-import sysconfig
 from pathlib import Path
 
 from pagesim.calibrate.cupy_ops import cuda_include_candidates
-from pagesim.calibrate.sources import SOURCE_TO_KERNELS, read_source
+from pagesim.calibrate.sources import SOURCE_TO_KERNELS, nvidia_wheel_roots, read_source
 
 #: the virtual architecture compiled for (compute_90: H100 and H200)
 ARCH = "compute_90"
@@ -30,9 +28,7 @@ ARCH = "compute_90"
 def find_libnvrtc() -> Path | None:
     """``libnvrtc.so`` from the NVIDIA wheels in site-packages, else $CUDA_HOME, $CUDA_PATH
     or /usr/local/cuda (``lib64``); None when there is none."""
-    roots = []
-    for packages in dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()]):
-        roots += [Path(packages) / "nvidia" / sub / "lib" for sub in ("cu13", "cuda_nvrtc")]
+    roots = [r / "lib" for r in nvidia_wheel_roots("cu13", "cuda_nvrtc")]
     roots += [Path(os.environ[k]) / "lib64" for k in ("CUDA_HOME", "CUDA_PATH") if k in os.environ]
     roots.append(Path("/usr/local/cuda/lib64"))
     for root in roots:

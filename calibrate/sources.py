@@ -62,14 +62,21 @@ def read_source(file_name: str) -> str:
     return path.read_text()
 
 
+def nvidia_wheel_roots(*subdirs: str) -> list[Path]:
+    """``site-packages/nvidia/<sub>`` for each of ``subdirs`` in every site-packages folder
+    (where the NVIDIA CUDA wheels unpack: ``cu13`` for CUDA 13, per-component names before),
+    in search order; whether each exists is the caller's question."""
+    folders = dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()])
+    return [Path(packages) / "nvidia" / sub for packages in folders for sub in subdirs]
+
+
 def find_nvcc() -> str | None:
     """nvcc on PATH, in $CUDA_HOME/bin, or from the nvidia-cuda-nvcc wheel; None if absent."""
     found = shutil.which("nvcc")
     if found:
         return found
     roots = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
-    for packages in {sysconfig.get_paths()["purelib"], *site.getsitepackages()}:
-        roots += [Path(packages) / "nvidia" / "cu13", Path(packages) / "nvidia" / "cuda_nvcc"]
+    roots += nvidia_wheel_roots("cu13", "cuda_nvcc")
     for root in roots:
         if (root / "bin" / "nvcc").is_file():
             return str(root / "bin" / "nvcc")
