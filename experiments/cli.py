@@ -53,7 +53,9 @@ def _interval_spec(args: argparse.Namespace):
     try:
         return IntervalSpec.model_validate(doc)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, "--intervals/--replicates/--spread")) from None
+        raise ConfigError(
+            format_validation_error(exc, "--intervals/--replicates/--spread")
+        ) from None
 
 
 def _say(line: str) -> None:
@@ -225,6 +227,7 @@ def _cmd_replay_vllm(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         server_args=args.server_args,
         overrides=overrides,
+        scheduler_alone=args.scheduler_alone,
     )
     for label, path in written.items():
         print(f"{label}: {path}")
@@ -415,6 +418,12 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     )
     rv.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="any other RunSpec key"
+    )
+    rv.add_argument(
+        "--scheduler-alone",
+        action="store_true",
+        help="a V1 server (--scheduler vllm-v1): replay again with the step times read off "
+        "the result's token times, to separate the scheduler's error from the cost model's",
     )
     rv.add_argument("--out", required=True, help="output folder")
     rv.set_defaults(func=_cmd_replay_vllm)

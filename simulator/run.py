@@ -48,8 +48,14 @@ from pagesim.simulator.vllm_metrics import vllm_summary
 from pagesim.workloads.trace import Trace
 
 
-def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = False) -> RunResult:
-    """Run ``spec`` (``trace`` replaces the spec's workload) and return its RunResult."""
+def simulate(
+    spec: RunSpec, *, trace: Trace | None = None, progress: bool = False, cost_model=None
+) -> RunResult:
+    """Run ``spec`` (``trace`` replaces the spec's workload) and return its RunResult.
+    ``cost_model`` replaces the one ``spec.hardware`` names: any object with
+    ``step_time_s``, ``decode_time_fn`` and ``description`` (and ``bind_clock(env)``,
+    called with the engine's clock before the replay, where it reads the time: the
+    recorded step times of :mod:`.costmodel.recorded`)."""
     from pagesim.allocators import make_allocator
     from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
     from pagesim.simulator.memory import kv_pool
@@ -76,11 +82,12 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         max_model_len=spec.max_model_len,
         shared_prefix=(SHARED_PREFIX_SEGMENT_ID, spec.workload.shared_prefix_len),
     )
-    if spec.spread is None or spec.spread.sources == ["seeds"]:
+    override = cost_model
+    if override is None and (spec.spread is None or spec.spread.sources == ["seeds"]):
         cost_model = make_cost_model(
             spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
         )
-    else:
+    elif override is None:
         cost_model = cost_model_for(
             spec.hardware.profile,
             get_model(spec.hardware.model),
@@ -103,6 +110,7 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
         check_invariants=spec.check_invariants,
         progress=progress,
         wall_start=wall_start,
+        bind_clock=getattr(cost_model, "bind_clock", None),
     )
     result.extra["kv_capacity_slots"] = float(pool.capacity_slots)
     if spec.allocator.prefix_caching == "pinned":
@@ -121,7 +129,10 @@ def simulate(spec: RunSpec, *, trace: Trace | None = None, progress: bool = Fals
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
-    result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
+    if override is None:
+        result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
+    else:
+        result.notes["cost_model_description"] = cost_model.description
     result.notes.update(table_note)
     return result
 
@@ -139,11 +150,13 @@ def run_engine(
     check_invariants: bool = False,
     progress: bool = False,
     wall_start: float | None = None,
+    bind_clock=None,
 ) -> RunResult:
     """Replay ``trace`` through ``scheduler`` with step durations from ``step_time_s(plan)``
     (and ``decode_time_fn(is_paged=...)(num_seqs, context_sum, num_blocks)``, the same for
     pure decode steps given by their totals, as ``CostModel.decode_time_fn``; default:
-    through a plan).
+    through a plan). ``bind_clock(env)``, where given, is called with the engine's SimPy
+    environment before the replay (a cost model that reads the time).
 
     The part of :func:`simulate` below the factories: tests drive it with small
     allocators and constant step times.
@@ -167,6 +180,8 @@ def run_engine(
     on_done = log.add if bar is None else on_done_with_bar
 
     env = simpy.Environment()
+    if bind_clock is not None:
+        bind_clock(env)
     engine = Engine(
         env,
         _groups(trace),

@@ -16,6 +16,13 @@ for anything else), and writes:
 - ``pagesim_vllm_bench.json``: pagesim's run in ``vllm bench serve``'s result format
   (:func:`~pagesim.simulator.vllm_metrics.vllm_bench_result`), to diff or plot with the
   tools you already use.
+
+``--scheduler-alone`` (a V1 server, ``--scheduler vllm-v1``): the run is replayed a second
+time with every step lasting what your server's steps lasted at that moment, read off the
+result's own token times (:mod:`pagesim.calibrate.step_times`), the profile pricing each
+step beside. ``validation.csv`` gains the ``recorded-steps`` rows (the scheduler's error
+alone) and the profile's ``decode_given_concurrency`` rows (the step cost's error alone),
+``replay.md`` a section on both.
 """
 
 from __future__ import annotations
@@ -128,6 +135,7 @@ def replay_vllm(
     scheduler: str = "vllm",
     server_args: str = "",
     overrides: dict[str, Any] | None = None,
+    scheduler_alone: bool = False,
 ) -> dict[str, Path]:
     """Replay a ``vllm bench serve`` result (module docstring); the files written."""
     import json
@@ -138,6 +146,11 @@ def replay_vllm(
     from pagesim.simulator.vllm_metrics import vllm_bench_result
     from pagesim.workloads.record_readers import read_vllm_bench_json
 
+    if scheduler_alone and scheduler != "vllm-v1":
+        raise ConfigError(
+            f"--scheduler-alone reads the step times as a V1 server's (every step gives every "
+            f"decoding request a token): it needs --scheduler vllm-v1, not {scheduler!r}"
+        )
     path = Path(result_json)
     run = read_vllm_bench_json(path, DATASET)
     raw = json.loads(path.read_text())
@@ -160,6 +173,10 @@ def replay_vllm(
         cost_model=cost_name,
         headline=True,
     )
+    alone_lines: list[str] = []
+    if scheduler_alone:
+        extra_rows, alone_lines = _scheduler_alone(spec, run, measured, cost_name)
+        rows += extra_rows
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = vcsv.frame(rows)
@@ -184,8 +201,76 @@ def replay_vllm(
         cost_name=cost_name,
     )
     written["page"] = out_dir / PAGE_NAME
-    written["page"].write_text("\n".join(lines))
+    written["page"].write_text("\n".join(lines + alone_lines))
     return written
+
+
+def _scheduler_alone(spec, run, measured: pd.DataFrame, cost_name: str):
+    """The recorded-steps replay's rows and the profile's priced decode times
+    (``--scheduler-alone``, module docstring), and replay.md's section on them."""
+    from pagesim.calibrate.step_times import (
+        priced_decode_times,
+        recorded_costs,
+        split_half_errors,
+    )
+    from pagesim.experiments.validation import vcsv
+    from pagesim.simulator import simulate
+    from pagesim.simulator.costmodel.factory import make_cost_model
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+
+    shadow = make_cost_model(
+        spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
+    )
+    recorded = recorded_costs(run, shadow=shadow)
+    result = simulate(spec, trace=run.trace(), cost_model=recorded)
+    ids = dict(dataset=DATASET, run=run.name, rate=run.rate_req_s, launch="given", role="held_out")
+    alone = vcsv.latency_rows(
+        result.requests, measured, **ids, cost_model=vcsv.RECORDED_STEPS, headline=False
+    )
+    predicted, real = priced_decode_times(run, recorded.log)
+    priced = vcsv.rows(
+        **ids,
+        cost_model=cost_name,
+        headline=True,
+        metric="decode_given_concurrency",
+        predicted_s=predicted,
+        measured_s=real,
+    )
+    errors = np.abs(split_half_errors(run))
+    lines = [
+        "",
+        "## The scheduler's error apart from the cost model's",
+        "",
+        f"`--scheduler-alone`: the run replayed again with every step lasting what your "
+        f"server's steps lasted at that moment, read off the result's token times "
+        f"({recorded.description}); its errors are the scheduler's and the pool's alone "
+        f"(`{vcsv.RECORDED_STEPS}` in `{vcsv.FILE_NAME}`). The same replay prices each step "
+        f"with {cost_name} too: each request's decode time priced so over its real decode "
+        "window is the step cost's error alone (`decode_given_concurrency`). The step times "
+        "assume every step gives every decoding request a token (no preemption): fitted on "
+        "half the requests, they predict the other half's decode step counts within "
+        f"{np.median(errors):.1%} at the median and {np.percentile(errors, 90):.1%} at the "
+        "90th percentile (four random halvings). They are means over 1 s: a step that "
+        "carries a prompt chunk is longer than its neighbours, so a TTFT of a few steps "
+        "without queueing comes out short (a TTFT that is mostly queueing does not).",
+        "",
+        "| statistic | measured (ms) | scheduler alone | error | step cost alone: decode time "
+        "| error |",
+        "|---|---|---|---|---|---|",
+    ]
+    decode = {r["stat"]: r for r in priced}
+    for r in alone:
+        d = decode[r["stat"]] if r["metric"] == "tpot" else None
+        lines.append(
+            f"| {r['metric'].upper()} {r['stat']} | {r['measured_ms']:.4g} | "
+            f"{r['predicted_ms']:.4g} | {r['error']:+.1%} | "
+            + (
+                f"{d['predicted_ms']:.4g} vs {d['measured_ms']:.4g} | {d['error']:+.1%} |"
+                if d
+                else "— | — |"
+            )
+        )
+    return alone + priced, lines
 
 
 def _aggregates_from_arrays(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -18,6 +19,8 @@ class Replay:
     timeseries: pd.DataFrame
     description: str
     kv_blocks: int
+    #: the cost model object, where the choice built one (``CostModelChoice.make``)
+    cost_model: Any = field(default=None, compare=False)
 
 
 def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = True) -> Replay:
@@ -29,7 +32,10 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
     doc["hardware"] = {**doc.get("hardware", {}), "profile": cost.profile_for(vrun.name)}
     doc["metrics"] = {**doc.get("metrics", {}), "every_step": every_step}
     spec = run_spec_from_dict(doc, f"{vrun.run.dataset} {vrun.name} replay")
-    result = simulate(spec, trace=vrun.trace if vrun.trace is not None else vrun.run.trace())
+    model = cost.make(vrun) if cost.make is not None else None
+    result = simulate(
+        spec, trace=vrun.trace if vrun.trace is not None else vrun.run.trace(), cost_model=model
+    )
     req = result.requests
     lost = req[req["status"] != "finished"]
     if len(lost):
@@ -42,4 +48,5 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
         timeseries=result.timeseries,
         description=result.notes.get("cost_model_description", ""),
         kv_blocks=int(result.extra["kv_capacity_slots"]) // spec.allocator.block_size,
+        cost_model=model,
     )

@@ -93,10 +93,13 @@ def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] | None = None) ->
 
 def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     """Predicted vs measured per rate: TTFT, TPOT, E2E p50 (solid) and p90 (dashed), one
-    panel per metric, the real points in black; one line per cost model."""
+    panel per metric, the real points in black; one line per cost model. Runs all at one
+    rate: :func:`draw_parity_chart` instead."""
     from matplotlib.figure import Figure
 
     metrics = closed_metrics(table)
+    if table[table["metric"].isin(metrics)]["rate"].nunique() < 2:
+        return draw_parity_chart(study, table, path)
     fig = Figure(figsize=(4.4 * len(metrics), 4.2))
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
@@ -143,6 +146,75 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
         ax.set_title(f"{metric.upper()}: {study.title}", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def draw_parity_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
+    """Predicted against measured, one panel per metric: each run's p50 (filled) and p90
+    (hollow) under each cost model (a color each, a marker per run), the diagonal and a
+    ±10% band; the headline's interval as a vertical bar where the table has one."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
+
+    metrics = closed_metrics(table)
+    closed = table[table["metric"].isin(metrics) & table["stat"].isin(["p50", "p90"])]
+    fig = Figure(figsize=(4.2 * len(metrics), 4.6))
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    markers = ["o", "s", "^", "D", "v", "P", "X"]
+    costs = list(dict.fromkeys(closed["cost_model"]))
+    runs = list(dict.fromkeys(closed["run"]))
+    for ax, metric in zip(axes, metrics, strict=True):
+        sub = closed[closed["metric"] == metric]
+        for ci, cost in enumerate(costs):
+            for ri, run in enumerate(runs):
+                pts = sub[(sub["cost_model"] == cost) & (sub["run"] == run)]
+                for stat, face in (("p50", colors[ci % len(colors)]), ("p90", "none")):
+                    p = pts[pts["stat"] == stat]
+                    if p.empty:
+                        continue
+                    x, y = p["measured_ms"].to_numpy(), p["predicted_ms"].to_numpy()
+                    if p["lo_ms"].notna().any():
+                        lo, hi = p["lo_ms"].to_numpy(dtype=float), p["hi_ms"].to_numpy(dtype=float)
+                        ax.vlines(x, lo, hi, color=colors[ci % len(colors)], alpha=0.35, lw=3)
+                    ax.scatter(
+                        x,
+                        y,
+                        marker=markers[ri % len(markers)],
+                        facecolors=face,
+                        edgecolors=colors[ci % len(colors)],
+                        s=36,
+                        zorder=3,
+                    )
+        vals = sub[["measured_ms", "predicted_ms"]].to_numpy(dtype=float)
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+        lo, hi = vals.min() / 1.3, vals.max() * 1.3
+        line = np.array([lo, hi])
+        ax.plot(line, line, color="k", lw=0.8)
+        ax.fill_between(line, line * 0.9, line * 1.1, color="k", alpha=0.08)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel(f"measured {metric.upper()} (ms)")
+        ax.set_ylabel(f"predicted {metric.upper()} (ms)")
+        ax.set_title(f"{metric.upper()} (p50 filled, p90 hollow)", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    handles = [
+        Line2D([], [], color=colors[i % len(colors)], marker="o", ls="", label=c)
+        for i, c in enumerate(costs)
+    ] + [
+        Line2D([], [], color="gray", marker=markers[i % len(markers)], ls="", label=r)
+        for i, r in enumerate(runs)
+    ]
+    handles.append(Line2D([], [], color="k", lw=6, alpha=0.08, label="±10% of measured"))
+    axes[0].legend(handles=handles, fontsize=6, loc="upper left")
+    fig.suptitle(study.title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

@@ -3,6 +3,7 @@ the cost models to replay them under."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,9 @@ class CostModelChoice:
     note: str = ""
     #: a profile per run, where each run needs its own (its GPU's, its model's)
     per_run: dict[str, str | None] = field(default_factory=dict)
+    #: builds a run's cost model object instead of a profile's (``simulate``'s
+    #: ``cost_model``: the run's recorded step times, ``costmodel/recorded.py``)
+    make: Callable[[ValidationRun], Any] | None = None
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)

@@ -12,7 +12,12 @@ One row per run x cost model x metric x statistic::
   ``itl`` where a dataset reports only the client's inter-token latency),
   ``decode_given_concurrency`` and ``ttft_given_state`` (each request's decode time and TTFT
   predicted from the measured concurrency, the scheduler taken out: the step cost's
-  error alone, where the dataset allows); ``stat``: ``p50``, ``p90``, ``mean``;
+  error alone, where the dataset allows; on a V1 server's records, each request's decode
+  time priced by the cost model on the batches of the ``recorded-steps`` replay);
+  ``stat``: ``p50``, ``p90``, ``mean``;
+- ``cost_model`` ``recorded-steps``: not a prediction but the run replayed with every step
+  lasting what the real server's steps lasted then, read off its records
+  (``calibrate/step_times.py``): its errors are the scheduler's (and the pool's) alone;
 - ``error`` = predicted / measured − 1;
 - ``lo_ms``, ``hi_ms``, ``covered``: the interval around the prediction (the headline cost
   model's closed-loop rows, where the dataset makes intervals: ``intervals.py``) and
@@ -49,6 +54,8 @@ ROLES = ("fit", "held_out", "cross_launch")
 METRICS = ("ttft", "tpot", "e2e")
 OPEN_LOOP_METRICS = ("decode_given_concurrency", "ttft_given_state")
 STATS = ("p50", "p90", "mean")
+#: the cost model whose steps last what the real run's did (module docstring)
+RECORDED_STEPS = "recorded-steps"
 FILE_NAME = "validation.csv"
 
 

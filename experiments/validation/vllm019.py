@@ -18,7 +18,12 @@ leave-one-run-out over the three runs.
 
 Cost models: ``kernels`` (headline): the profile imported from the same vLLM's layer
 timings on the same GPU (``calibrate/llmservingsim.py``; nothing fitted on these runs);
-``analytic``: the roofline of the GPU spec. The mixture-of-experts run (Qwen3-30B-A3B)
+``analytic``: the roofline of the GPU spec; ``recorded-steps``: every step lasts what the
+real server's steps lasted at that moment, read off the run's own records
+(``calibrate/step_times.py``, ``simulator/costmodel/recorded.py``): its errors are the
+scheduler's alone. The same replay prices each of its steps with the headline too (never
+used for time): each request's decode time priced so over its real decode window is the
+``decode_given_concurrency`` row, the step cost's error alone on the replayed batches. The mixture-of-experts run (Qwen3-30B-A3B)
 is not replayed: pagesim does not model experts (said on the page). Every run is
 ``held_out``: nothing is fitted on them.
 """
@@ -34,6 +39,7 @@ import pandas as pd
 from pagesim.errors import DataError
 from pagesim.experiments.validation import vcsv
 from pagesim.experiments.validation.compare import Goal, within_goal
+from pagesim.experiments.validation.compare import closed_loop_rows as _latency_rows
 from pagesim.experiments.validation.report import pct
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
 
@@ -53,6 +59,8 @@ GOAL_LATENCY = 0.05
 #: how the intervals are made (module docstring)
 INTERVALS = SimpleNamespace(nominal=0.9, replicates=40, sources=["cost"], seed=0)
 GOAL_BLOCKS_POINTS = 5.0
+#: the cost model whose steps last what the real run's did (module docstring)
+RECORDED = vcsv.RECORDED_STEPS
 
 
 def recognise(folder: Path) -> bool:
@@ -156,6 +164,14 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 note="the profile imported from the same vLLM's layer timings on the run's GPU "
                 "(`calibrate import --llmservingsim`); nothing fitted on these runs",
             ),
+            CostModelChoice(
+                RECORDED,
+                None,
+                make=_recorded_steps,
+                note="each step lasts what the real server's steps lasted at that moment, read "
+                "off the run's own records (`calibrate/step_times.py`): the scheduler's error "
+                "alone; not a prediction",
+            ),
         ],
         command=COMMAND,
         extra={"skipped": skipped},
@@ -164,10 +180,55 @@ def prepare(folder: Path, out_dir: Path) -> Study:
     return study
 
 
+def _recorded_steps(vrun: ValidationRun):
+    """The run's recorded step times as a cost model, the headline pricing each step beside."""
+    from pagesim.calibrate.step_times import recorded_costs
+    from pagesim.simulator.costmodel.factory import cost_model_for
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+
+    hw = vrun.settings["hardware"]
+    shadow = cost_model_for(
+        vrun.info["profile"],
+        get_model(hw["model"]),
+        get_gpu(hw["gpu"]),
+        tensor_parallel=hw["tensor_parallel"],
+    )
+    return recorded_costs(vrun.run, shadow=shadow)
+
+
+def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep) -> list[dict]:
+    """The generic rows; the recorded-steps replay's step log is kept for
+    :func:`open_loop_rows`."""
+    if cost_name == RECORDED:
+        study.extra.setdefault("recorded_logs", {})[vrun.name] = rep.cost_model.log
+    return _latency_rows(study, vrun, cost_name, rep)
+
+
 def open_loop_rows(study: Study) -> list[dict]:
-    """None: the step cost given the measured concurrency needs a V1 reconstruction (a
-    step mixes prompt chunks and decodes), which calibrate/serving.py does not have."""
-    return []
+    """Per run: each request's decode time priced by the headline on the batches of the
+    recorded-steps replay (``calibrate.step_times.priced_decode_times``): the step cost's
+    error alone."""
+    from pagesim.calibrate.step_times import priced_decode_times
+
+    logs = study.extra.get("recorded_logs", {})
+    rows: list[dict] = []
+    for v in study.runs:
+        if v.name not in logs:
+            continue
+        predicted, measured = priced_decode_times(v.run, logs[v.name])
+        rows += vcsv.rows(
+            dataset=study.dataset,
+            run=v.name,
+            rate=v.rate,
+            launch=v.launch,
+            role=v.role,
+            cost_model=study.headline.name,
+            headline=True,
+            metric="decode_given_concurrency",
+            predicted_s=predicted,
+            measured_s=measured,
+        )
+    return rows
 
 
 def _kv_series(vrun: ValidationRun, rep) -> pd.DataFrame:
@@ -283,17 +344,89 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         else:
             lines.append(f"| {run} | not recorded (its kv_cache_pct is 0 throughout) | — | — |")
     lines += _queue_lines(study.extra["kv_series"])
+    lines += _separation_lines(study, table)
+    return lines
+
+
+def _series_step_ratio(vrun: ValidationRun, steps) -> float:
+    """Median over the engine's 1 s ticks with more than 5 running requests of the
+    reconstruction's steps in the tick over the series' generated tokens per running
+    request (a step gives each decoding request one token): an independent check of the
+    step rate (NaN without a series)."""
+    real = vrun.run.meta.get("timeseries")
+    if real is None or "gen_throughput" not in real or not len(real):
+        return float("nan")
+    t = real["t"].to_numpy(dtype=float)
+    running = real["running"].to_numpy(dtype=float)
+    busy = running > 5
+    if not busy.any():
+        return float("nan")
+    per_request = real["gen_throughput"].to_numpy(dtype=float)[busy] / running[busy]
+    return float(np.median(steps.steps_between(t[busy] - 1.0, t[busy]) / per_request))
+
+
+def _cell(table: pd.DataFrame, run: str, cost: str, metric: str, stat: str = "p50") -> str:
+    sub = table[
+        (table["run"] == run)
+        & (table["cost_model"] == cost)
+        & (table["metric"] == metric)
+        & (table["stat"] == stat)
+    ]
+    return pct(float(sub["error"].iloc[0])) if len(sub) else "—"
+
+
+def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
+    """The scheduler's error apart from the cost model's, per run."""
+    from pagesim.calibrate.step_times import BIN_S, reconstruct, split_half_errors
+
+    head = study.headline.name
+    lines = [
+        "",
+        "## The scheduler's error apart from the cost model's",
+        "",
+        f"**Scheduler alone** (`{RECORDED}`): the run replayed with every step lasting what "
+        "the real server's steps lasted at that moment, whatever the batch. The step times "
+        "are read off the records (`calibrate/step_times.py`): between its first token and "
+        "its last, a request sat in output − 1 steps, so the step rate, constant within "
+        f"{BIN_S:g} s bins, is fitted by least squares over every request's decode. What is "
+        "left of the error is the scheduler's and the pool's (admission, chunking, "
+        "preemption). **Cost model alone** (`decode_given_concurrency`): the same replay "
+        f"prices each of its steps with the headline ({head}) too; each request's decode "
+        "time priced so over its real decode window, beside the measured one.",
+        "",
+        "How far the step times can be trusted: the reconstruction fitted on half the "
+        "requests predicts the other half's decode step counts (four random halvings; "
+        "median and 90th percentile of the absolute error), and the engine's own 1 s "
+        "series gives another count of steps per second (generated tokens per running "
+        "request; median over the busy ticks of reconstruction / series). Both assume every "
+        "step gives every decoding request a token: a preempted request sat in more steps "
+        "than it has tokens, which makes the reconstructed steps too long. And a bin's step "
+        "time is the mean of its steps, so a TTFT of a few steps without queueing would "
+        "come out short; these runs' TTFTs are mostly queueing (seconds to minutes).",
+        "",
+        "| run | split-half error: median | p90 | steps vs series | scheduler alone: "
+        "TTFT p50 | TPOT p50 | E2E p50 | cost alone: decode time p50 | headline: TTFT p50 "
+        "| TPOT p50 | E2E p50 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in study.runs:
+        errors = np.abs(split_half_errors(v.run))
+        ratio = _series_step_ratio(v, reconstruct(v.run))
+        cells = [
+            f"{np.median(errors):.1%}",
+            f"{np.percentile(errors, 90):.1%}",
+            f"{ratio:.2f}" if np.isfinite(ratio) else "—",
+            *(_cell(table, v.name, RECORDED, m) for m in vcsv.METRICS),
+            _cell(table, v.name, head, "decode_given_concurrency"),
+            *(_cell(table, v.name, head, m) for m in vcsv.METRICS),
+        ]
+        lines.append(f"| {v.name} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "## What is not separated yet",
-        "",
-        "The scheduler's error apart from the cost model's needs each request's decode time "
-        "given the measured concurrency, which for a V1 server (a step mixes prompt chunks "
-        "and decodes) needs a reconstruction pagesim does not have yet; the page reports the "
-        "two together. The imported profiles hold the kernels' time only (no host time; the "
-        "served runs used CUDA graphs and torch.compile, the layer timings did not), and the "
-        "attention of a mixed step is priced as its prefill part plus its decode part, which "
-        "the same layer timings show is 22–55% low at the median (docs/calibration.md).",
+        "The imported profiles hold the kernels' time only (no host time; the served runs "
+        "used CUDA graphs and torch.compile, the layer timings did not), and the attention "
+        "of a mixed step is priced as its prefill part plus its decode part, which the same "
+        "layer timings show is 22–55% low at the median (docs/calibration.md).",
         "",
         f"Errors of the headline: {', '.join(f'{r} TTFT p50 {pct(e)}' for r, e in _ttft_p50(table, study))}.",
     ]

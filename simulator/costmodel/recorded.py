@@ -1,0 +1,74 @@
+"""Step times read off a real run, as a cost model: the scheduler's error alone.
+
+A replay whose every step lasts what the real server's steps lasted at that moment
+(:func:`pagesim.calibrate.step_times.reconstruct`) differs from the real run only by what
+the scheduler decides: which requests a step admits, chunks and preempts. Its latency
+errors are the scheduler's (and the pool's) apart from the cost model's.
+
+Rule: a step starting at time t lasts ``StepTimes.at(t)``, whatever its batch. The engine
+prices each step once, in order, when it starts (``Engine._loop`` and its decode spans),
+so the start is the end of the step priced before, or the engine's clock when that is
+later (the engine waited idle for an arrival): :meth:`RecordedStepCosts.bind_clock` gives
+the model the engine's clock (``simulate`` calls it).
+
+``shadow``: a second cost model that prices every step too (its price is logged, never
+used): beside the recorded times it is the step cost's own error on the replayed batches
+(:attr:`RecordedStepCosts.log`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class RecordedStepCosts:
+    """Step durations from a run's :class:`~pagesim.calibrate.step_times.StepTimes`."""
+
+    def __init__(self, step_times: Any, description: str, *, shadow: Any = None):
+        self.step_times = step_times
+        self.description = description
+        self.shadow = shadow
+        self.arrival_delay_s = 0.0
+        self._clock: Any = None
+        self._end_s = 0.0
+        #: one row per step: (start s, recorded duration s, shadow price s or NaN)
+        self._rows: list[tuple[float, float, float]] = []
+        self._shadow_decode: dict[bool, Callable[[int, int, int], float]] = {}
+        if shadow is not None:
+            self._shadow_decode = {p: shadow.decode_time_fn(is_paged=p) for p in (True, False)}
+
+    def bind_clock(self, env: Any) -> None:
+        """Read the engine's clock (a SimPy environment's ``now``) from here on."""
+        self._clock = env
+        self._end_s = float(env.now)
+        self._rows.clear()
+
+    def _next(self, shadow_s: float) -> float:
+        start = self._end_s
+        if self._clock is not None and self._clock.now > start:
+            start = float(self._clock.now)
+        duration = self.step_times.at(start)
+        self._end_s = start + duration
+        self._rows.append((start, duration, shadow_s))
+        return duration
+
+    def step_time_s(self, plan) -> float:
+        shadow = self.shadow.step_time_s(plan) if self.shadow is not None else float("nan")
+        return self._next(shadow)
+
+    def decode_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
+        shadow = self._shadow_decode.get(is_paged)
+
+        def time_s(num_seqs: int, context_sum: int, num_blocks: int) -> float:
+            price = shadow(num_seqs, context_sum, num_blocks) if shadow else float("nan")
+            return self._next(price)
+
+        return time_s
+
+    @property
+    def log(self) -> np.ndarray:
+        """Every step priced since :meth:`bind_clock`: columns start, recorded, shadow (s)."""
+        return np.array(self._rows, dtype=float).reshape(-1, 3)
