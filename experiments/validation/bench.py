@@ -94,13 +94,14 @@ def server_settings(server_args: str) -> dict[str, Any]:
 def replay_doc(
     *, model: str, gpu: str, profile: str | None, scheduler: str, settings: dict[str, Any]
 ) -> dict[str, Any]:
-    """The RunSpec document of the replay (dotted settings applied last)."""
+    """The RunSpec document of the replay (dotted settings applied last); the allocator is
+    vLLM V1's KV cache manager (``paged-v1``) under ``vllm-v1``, else ``paged``."""
     from pagesim.experiments.paths import apply_overrides
 
     doc: dict[str, Any] = {
         "hardware": {"model": model, "gpu": gpu, "profile": profile},
         "scheduler": {"kind": scheduler},
-        "allocator": {"kind": "paged"},
+        "allocator": {"kind": "paged-v1" if scheduler == "vllm-v1" else "paged"},
         "metrics": {"percentiles": [50.0, 90.0, 99.0]},
     }
     blocks = settings.pop("hardware.kv_blocks", None)

@@ -164,8 +164,8 @@ def test_scheduler_alone_separates_the_scheduler_from_the_step_cost(tmp_path, ca
     args = ["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb"]
     server = "--max-num-seqs 64 --max-num-batched-tokens 2048 --num-gpu-blocks-override 3000"
     code = main(
-        [*args, "--scheduler", "vllm-v1", "--set", "allocator.kind=paged-v1",
-         "--server-args", server, "--scheduler-alone", "--out", str(out)]
+        [*args, "--scheduler", "vllm-v1", "--server-args", server, "--scheduler-alone",
+         "--out", str(out)]
     )  # fmt: skip
     assert code == 0
     table = vcsv.read(out / vcsv.FILE_NAME)
