@@ -33,6 +33,16 @@ the requests (drawn by a fixed seed), the other half's decode times predicted as
 overlap with the fitted rates, four splits; the page reports the median and 90th
 percentile of those errors.
 
+**From every token's time** (:func:`from_token_times`: a ``vllm bench serve`` result
+keeps each request's token gaps, ``itls``): every output token arrives at the end of a
+step, so the steps' ends are the token times themselves, the tokens of one step (which
+reach the client a little apart) merged where they are closer than
+:data:`MERGE_FRACTION` of the median token gap. A step lasts from one end to the next; a
+stretch in which no request was in flight (the server idle) takes the step time before it.
+No bin averages the steps, so a step that carries a prompt chunk keeps its own length. A
+stretch with no decoding request shows no step end (a long prompt's chunks alone): its
+steps are read as one.
+
 The form was fixed before any replay used it: a bin of 1 s (the engine's own series
 tick); the smoothing chosen from {0.01, 0.1, 1, 10} at bins of {0.5, 1, 2} s by the
 split-half errors and the count of non-positive bins alone (1 is the smallest weight with
@@ -53,6 +63,8 @@ from pagesim.workloads.records import MeasuredRun
 BIN_S = 1.0
 #: the weight of the penalty on the change of rate between neighbouring bins
 SMOOTHING = 1.0
+#: token times closer than this fraction of the median token gap are one step's
+MERGE_FRACTION = 0.25
 #: splits and seed of :func:`split_half_errors`
 SPLITS = 4
 SPLIT_SEED = 0
@@ -130,6 +142,47 @@ def reconstruct(
     return StepTimes(edges, 1.0 / rates, len(steps), int(bad.sum()))
 
 
+def from_token_times(run: MeasuredRun, token_times_s: np.ndarray) -> StepTimes:
+    """``run``'s steps from every output token's time (module docstring), on the run
+    table's clock."""
+    t = np.sort(np.asarray(token_times_s, dtype=float))
+    gaps = np.diff(t)
+    positive = gaps[gaps > 0]
+    if len(positive) < 2:
+        raise DataError(f"run {run.name}: too few distinct token times to read steps from")
+    table = run.table
+    out = table["output_len"].to_numpy(dtype=float)
+    decode = (table["finish_s"] - table["first_token_s"]).to_numpy(dtype=float)
+    per_token = decode[out > 1] / (out[out > 1] - 1)
+    typical = float(np.median(per_token)) if len(per_token) else float(np.median(positive))
+    ends = t[np.concatenate([[True], gaps > MERGE_FRACTION * typical])]
+    if len(ends) < 2:
+        raise DataError(f"run {run.name}: its token times make fewer than two steps")
+    step = np.diff(ends)
+    # a stretch with no request in flight is the server idle, not a step
+    arrival = table["arrival_s"].to_numpy(dtype=float)
+    finish = table["finish_s"].to_numpy(dtype=float)
+    events = np.concatenate([arrival, finish])
+    delta = np.concatenate([np.ones(len(arrival)), -np.ones(len(finish))])
+    order = np.lexsort((-delta, events))  # at a tie, the arrival first
+    times, in_flight = events[order], np.cumsum(delta[order])
+    idle_from = times[in_flight == 0]
+    idle_to = np.append(times[1:], np.inf)[in_flight == 0]
+    idle = np.zeros(len(step), dtype=bool)
+    for lo, hi in zip(idle_from, idle_to, strict=True):
+        idle |= (ends[:-1] < hi) & (ends[1:] > lo) & (hi > lo)
+    for k in np.flatnonzero(idle):
+        step[k] = step[k - 1] if k > 0 else typical
+    return StepTimes(ends, step, int((out > 1).sum()), int(idle.sum()))
+
+
+def step_count_errors(run: MeasuredRun, steps: StepTimes) -> np.ndarray:
+    """Per request with two or more output tokens: the steps ``steps`` puts in its decode
+    over its output − 1 (minus 1): how well the step times hold each request's decode."""
+    start, end, count = _decodes(run)
+    return steps.steps_between(start, end) / count - 1.0
+
+
 def split_half_errors(
     run: MeasuredRun,
     *,
@@ -159,11 +212,19 @@ def recorded_costs(run: MeasuredRun, *, shadow=None):
     ``shadow`` pricing each step beside."""
     from pagesim.simulator.costmodel.recorded import RecordedStepCosts
 
-    steps = reconstruct(run)
+    tokens = run.meta.get("token_times_s")
+    if tokens is not None:
+        steps = from_token_times(run, tokens)
+        how = (
+            f"{len(steps.step_s):,} steps from every token's time, {steps.num_clamped} idle "
+            "stretches"
+        )
+    else:
+        steps = reconstruct(run)
+        how = f"{steps.num_requests} decodes, {BIN_S:g} s bins, smoothing {SMOOTHING:g}"
     return RecordedStepCosts(
         steps,
-        f"step times of run {run.name} read off its records ({steps.num_requests} decodes, "
-        f"{BIN_S:g} s bins, smoothing {SMOOTHING:g}; calibrate/step_times.py)",
+        f"step times of run {run.name} read off its records ({how}; calibrate/step_times.py)",
         shadow=shadow,
     )
 

@@ -77,7 +77,9 @@ def read_vllm_bench_json(path: str | Path, dataset: str = "vllm-bench-serve") ->
     writes them, ``start_times`` (s; the send times). Without send times the requests are
     taken to be sent at the run's ``request_rate`` evenly spaced (said in the run's
     ``meta``). A failed request (``errors`` not empty, or no TTFT) is refused: a replay
-    cannot leave it out without changing the load."""
+    cannot leave it out without changing the load. ``meta["token_times_s"]`` holds every
+    output token's time on the table's clock (the step ends that ``replay-vllm
+    --scheduler-alone`` reads)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -136,6 +138,14 @@ def read_vllm_bench_json(path: str | Path, dataset: str = "vllm-bench-serve") ->
         }
     )
     table = check_records(df, str(path), rows=np.arange(num))
+    # every output token's time, on the table's clock (the first send at 0): the step ends
+    # a V1 server's replay reads (calibrate/step_times.py, from_token_times)
+    meta["token_times_s"] = np.concatenate(
+        [
+            a + t + np.concatenate([[0.0], np.cumsum(np.asarray(g, dtype=float))])
+            for a, t, g in zip(arrival - arrival.min(), ttft, itls, strict=True)
+        ]
+    )
     if not isinstance(rate, int | float) or isinstance(rate, bool) or not np.isfinite(rate):
         span = float(table["arrival_s"].iloc[-1])
         rate = (num - 1) / span if span > 0 else float("inf")

@@ -91,3 +91,32 @@ def test_decode_times_are_priced_over_the_steps_in_each_real_window():
     # request 0: steps starting at 1.0 .. 3.5 (k = 2..7); request 2: 2.0, 2.5 (k = 4, 5)
     assert predicted == pytest.approx([sum(range(2, 8)) * 1e-3, 9e-3])
     assert measured.tolist() == [3.0, 1.0]
+
+
+def test_steps_are_read_from_every_token_time_and_idle_stretches_are_not_steps():
+    """Two requests decode through steps of 20 ms, then 50 ms; the server idles from 1.0
+    to 3.0 s; a third request decodes through 30 ms steps. Each step's tokens reach the
+    client up to 2 ms apart."""
+    from pagesim.calibrate.step_times import from_token_times, step_count_errors
+
+    rng = np.random.default_rng(1)
+    ends_a = np.concatenate([np.arange(1, 21) * 0.02, 0.4 + np.arange(1, 13) * 0.05])
+    ends_b = 3.0 + np.arange(1, 31) * 0.03
+    tokens = [ends_a, ends_a + rng.uniform(0, 0.002, len(ends_a)), ends_b]
+    table = pd.DataFrame(
+        {
+            "arrival_s": [0.0, 0.0, 3.0],
+            "prompt_len": [10, 10, 10],
+            "output_len": [len(t) for t in tokens],
+            "first_token_s": [t[0] for t in tokens],
+            "finish_s": [t[-1] for t in tokens],
+        }
+    )
+    run = MeasuredRun(name="r", dataset="test", table=table, rate_req_s=1.0)
+    steps = from_token_times(run, np.concatenate(tokens))
+    assert steps.at(0.1) == pytest.approx(0.02, abs=0.0021)
+    assert steps.at(0.8) == pytest.approx(0.05, abs=0.0021)
+    assert steps.at(3.5) == pytest.approx(0.03, abs=1e-9)
+    # the idle stretch (1.0 to 3.0 s, nothing in flight) keeps the step time before it
+    assert steps.num_clamped == 1 and steps.at(2.0) == pytest.approx(0.05, abs=0.0021)
+    assert np.abs(step_count_errors(run, steps)).max() < 0.01
