@@ -175,8 +175,9 @@ def replay_vllm(
         headline=True,
     )
     alone_lines: list[str] = []
+    alone_requests = None
     if scheduler_alone:
-        extra_rows, alone_lines = _scheduler_alone(spec, run, measured, cost_name)
+        extra_rows, alone_lines, alone_requests = _scheduler_alone(spec, run, measured, cost_name)
         rows += extra_rows
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,7 @@ def replay_vllm(
     written["json"].write_text(json.dumps(sim_json, indent=1))
     filled = _aggregates_from_arrays(raw, measured, sim_json)
     metrics = metric_table({**raw, **filled}, sim_json)
-    written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name)
+    written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name, alone_requests)
     lines = _page_lines(
         path,
         run,
@@ -284,7 +285,7 @@ def _scheduler_alone(spec, run, measured: pd.DataFrame, cost_name: str):
                 else "— | — |"
             )
         )
-    return alone + priced, lines
+    return alone + priced, lines, result.requests
 
 
 def _aggregates_from_arrays(
@@ -371,16 +372,27 @@ def _page_lines(
     return lines
 
 
-def _chart(measured: pd.DataFrame, replayed: pd.DataFrame, path: Path, title: str) -> Path:
-    """Per-request CDFs of TTFT, TPOT and E2E: measured (black) and replayed (blue)."""
+def _chart(
+    measured: pd.DataFrame,
+    replayed: pd.DataFrame,
+    path: Path,
+    title: str,
+    alone: pd.DataFrame | None = None,
+) -> Path:
+    """Per-request CDFs of TTFT, TPOT and E2E: measured (black), replayed (blue) and,
+    with ``--scheduler-alone``, replayed under the recorded step times (green)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     fig = Figure(figsize=(12, 3.6))
     for ax, metric in zip(fig.subplots(1, 3), ("ttft", "tpot", "e2e"), strict=True):
-        for frame, color, label in ((measured, "k", "measured"), (replayed, "tab:blue", "pagesim")):
+        series = [(measured, "k", "measured", "-"), (replayed, "tab:blue", "pagesim", "-")]
+        if alone is not None:
+            series.append((alone, "tab:green", "scheduler alone (recorded steps)", "--"))
+        for frame, color, label, style in series:
             v = np.sort(frame[f"{metric}_s"].dropna().to_numpy(dtype=float) * 1e3)
-            ax.plot(v, np.arange(1, len(v) + 1) / max(len(v), 1), color=color, label=label)
+            y = np.arange(1, len(v) + 1) / max(len(v), 1)
+            ax.plot(v, y, style, color=color, label=label)
         ax.set_xscale("log")
         # labels at 1-2-5 steps, none on the other minor ticks (they overlap on a
         # range under a decade)
