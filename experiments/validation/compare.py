@@ -12,16 +12,23 @@ from pagesim.experiments.validation.replay import Replay
 from pagesim.experiments.validation.study import Study, ValidationRun
 
 
+def run_ids(study: Study, vrun: ValidationRun) -> dict:
+    """The columns of a validation.csv row that name the run (vcsv.rows' keywords)."""
+    return {
+        "dataset": study.dataset,
+        "run": vrun.name,
+        "rate": vrun.rate,
+        "launch": vrun.launch,
+        "role": vrun.role,
+    }
+
+
 def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep: Replay) -> list[dict]:
     """The replay's TTFT, TPOT, E2E statistics against the run's."""
     return vcsv.latency_rows(
         rep.requests,
         vrun.run.latencies(),
-        dataset=study.dataset,
-        run=vrun.name,
-        rate=vrun.rate,
-        launch=vrun.launch,
-        role=vrun.role,
+        **run_ids(study, vrun),
         cost_model=cost_name,
         headline=cost_name == study.headline.name,
     )

@@ -30,7 +30,7 @@ import pandas as pd
 
 from pagesim.errors import DataError
 from pagesim.experiments.validation import vcsv
-from pagesim.experiments.validation.compare import Goal, saturation_rates, within_goal
+from pagesim.experiments.validation.compare import Goal, run_ids, saturation_rates, within_goal
 from pagesim.experiments.validation.manifest import Manifest, load_manifest
 from pagesim.experiments.validation.report import pct, rate_text
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
@@ -215,11 +215,7 @@ def open_loop_rows(study: Study) -> list[dict]:
                 ("ttft_given_state", d["ttft_predicted_s"], d["ttft_measured_s"]),
             ):
                 rows += vcsv.rows(
-                    dataset=study.dataset,
-                    run=v.name,
-                    rate=v.rate,
-                    launch=v.launch,
-                    role=v.role,
+                    **run_ids(study, v),
                     cost_model=name,
                     headline=name == study.headline.name,
                     metric=metric,

@@ -38,7 +38,7 @@ import pandas as pd
 
 from pagesim.errors import DataError
 from pagesim.experiments.validation import vcsv
-from pagesim.experiments.validation.compare import Goal, within_goal
+from pagesim.experiments.validation.compare import Goal, run_ids, within_goal
 from pagesim.experiments.validation.compare import closed_loop_rows as _latency_rows
 from pagesim.experiments.validation.report import pct
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
@@ -217,11 +217,7 @@ def open_loop_rows(study: Study) -> list[dict]:
             continue
         predicted, measured = priced_decode_times(v.run, logs[v.name])
         rows += vcsv.rows(
-            dataset=study.dataset,
-            run=v.name,
-            rate=v.rate,
-            launch=v.launch,
-            role=v.role,
+            **run_ids(study, v),
             cost_model=study.headline.name,
             headline=True,
             metric="decode_given_concurrency",
