@@ -301,6 +301,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         shown[f"{v.name}, {study.headline.name}"] = study.extra["kv_series"][v.name]
         if (v.name, RECORDED) in replays:
             shown[f"{v.name}, {RECORDED}"] = _kv_series(v, replays[(v.name, RECORDED)])
+    study.extra["series_shown"] = shown
     lines = [
         "## The runs and their KV pools",
         "",

@@ -287,6 +287,12 @@ def test_vllm019_the_scheduler_alone_where_the_step_times_hold(v019):
                 & (table["metric"] == metric)
             ].set_index("stat")["error"]
             assert abs(sub["p50"]) <= 0.05 and abs(sub["mean"]) <= 0.05, (v.name, metric, sub)
+        # the engine's own 1 s series of running and waiting requests, not used to read the
+        # step times, is followed too
+        series = study.extra["series_shown"][f"{v.name}, {RECORDED}"]
+        for what in ("running", "waiting"):
+            gap = np.mean(np.abs(series[f"sim_{what}"] - series[f"real_{what}"]))
+            assert gap <= 3.0, (v.name, what, gap)
     recorded = table[table["cost_model"] == RECORDED]
     assert set(recorded["role"]) == {"held_out"} and not recorded["headline"].any()
     cost_alone = table[table["metric"] == "decode_given_concurrency"]
