@@ -383,6 +383,8 @@ def _cell(table: pd.DataFrame, run: str, cost: str, metric: str, stat: str = "p5
 def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
     """The scheduler's error apart from the cost model's, per run."""
     from pagesim.calibrate.step_times import BIN_S, reconstruct, split_half_errors
+    from pagesim.simulator.costmodel.model import ALLREDUCE_LATENCY_S
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     head = study.headline.name
     lines = [
@@ -426,6 +428,32 @@ def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
             *(_cell(table, v.name, head, m) for m in vcsv.METRICS),
         ]
         lines.append(f"| {v.name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Every step of the `{RECORDED}` replay, priced by the headline beside its recorded "
+        "time (all steps together), and the part of that price that is the analytic "
+        "tensor-parallel all-reduce (two a layer: `2 (TP − 1) / TP × bytes / link "
+        f"bandwidth + {ALLREDUCE_LATENCY_S * 1e6:g} µs`, the link bandwidth from the GPU "
+        "spec):",
+        "",
+        "| run | TP | link bandwidth | steps | recorded (s) | priced (s) | priced / recorded − 1 "
+        "| all-reduce in the price (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    logs = study.extra.get("recorded_logs", {})
+    for v in study.runs:
+        if v.name not in logs:
+            continue
+        log = logs[v.name]
+        hw = v.settings["hardware"]
+        recorded, priced = float(log[:, 1].sum()), float(np.nansum(log[:, 2]))
+        tp = int(hw["tensor_parallel"])
+        allreduce = f"{np.nansum(log[:, 3]):.1f}" if tp > 1 else "— (TP 1)"
+        link = get_gpu(hw["gpu"]).nvlink_bw_bytes_s / 1e9
+        lines.append(
+            f"| {v.name} | {tp} | {link:g} GB/s | {len(log):,} | {recorded:.1f} | {priced:.1f} "
+            f"| {pct(priced / recorded - 1)} | {allreduce} |"
+        )
     lines += [
         "",
         "The imported profiles hold the kernels' time only (no host time; the served runs "

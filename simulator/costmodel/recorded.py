@@ -13,7 +13,8 @@ the model the engine's clock (``simulate`` calls it).
 
 ``shadow``: a second cost model that prices every step too (its price is logged, never
 used): beside the recorded times it is the step cost's own error on the replayed batches
-(:attr:`RecordedStepCosts.log`).
+(:attr:`RecordedStepCosts.log`), with the part of that price that is the tensor-parallel
+all-reduce (where the shadow has one: ``CostModel.allreduce_time_s``, two per layer).
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ class RecordedStepCosts:
         self.arrival_delay_s = 0.0
         self._clock: Any = None
         self._end_s = 0.0
-        #: one row per step: (start s, recorded duration s, shadow price s or NaN)
-        self._rows: list[tuple[float, float, float]] = []
+        #: one row per step: (start s, recorded duration s, shadow price s or NaN, the
+        #: shadow's all-reduce part s or NaN)
+        self._rows: list[tuple[float, float, float, float]] = []
+        self._allreduce = getattr(shadow, "allreduce_time_s", None)
+        self._per_step = 2 * shadow.model.num_layers if self._allreduce is not None else 0
         self._shadow_decode: dict[bool, Callable[[int, int, int], float]] = {}
         if shadow is not None:
             self._shadow_decode = {p: shadow.decode_time_fn(is_paged=p) for p in (True, False)}
@@ -46,29 +50,39 @@ class RecordedStepCosts:
         self._end_s = float(env.now)
         self._rows.clear()
 
-    def _next(self, shadow_s: float) -> float:
+    def _allreduce_s(self, num_tokens: int) -> float:
+        if self._allreduce is None:
+            return float("nan")
+        return self._per_step * self._allreduce(num_tokens)
+
+    def _next(self, shadow_s: float, allreduce_s: float = float("nan")) -> float:
         start = self._end_s
         if self._clock is not None and self._clock.now > start:
             start = float(self._clock.now)
         duration = self.step_times.at(start)
         self._end_s = start + duration
-        self._rows.append((start, duration, shadow_s))
+        self._rows.append((start, duration, shadow_s, allreduce_s))
         return duration
 
     def step_time_s(self, plan) -> float:
-        shadow = self.shadow.step_time_s(plan) if self.shadow is not None else float("nan")
-        return self._next(shadow)
+        if self.shadow is None:
+            return self._next(float("nan"))
+        tokens = plan.num_prefill_tokens + plan.num_decode_seqs
+        return self._next(self.shadow.step_time_s(plan), self._allreduce_s(tokens))
 
     def decode_time_fn(self, *, is_paged: bool = True) -> Callable[[int, int, int], float]:
         shadow = self._shadow_decode.get(is_paged)
 
         def time_s(num_seqs: int, context_sum: int, num_blocks: int) -> float:
-            price = shadow(num_seqs, context_sum, num_blocks) if shadow else float("nan")
-            return self._next(price)
+            if shadow is None:
+                return self._next(float("nan"))
+            price = shadow(num_seqs, context_sum, num_blocks)
+            return self._next(price, self._allreduce_s(num_seqs))
 
         return time_s
 
     @property
     def log(self) -> np.ndarray:
-        """Every step priced since :meth:`bind_clock`: columns start, recorded, shadow (s)."""
-        return np.array(self._rows, dtype=float).reshape(-1, 3)
+        """Every step priced since :meth:`bind_clock`: columns start, recorded, shadow, the
+        shadow's all-reduce part (s)."""
+        return np.array(self._rows, dtype=float).reshape(-1, 4)

@@ -72,3 +72,29 @@ def test_simulate_replays_under_the_recorded_step_times():
         expected.append(t)
     assert req["finish_s"] == pytest.approx(expected[-1])
     assert result.notes["cost_model_description"] == "made up"
+
+
+def test_the_shadow_s_all_reduce_part_is_logged_beside_its_price():
+    """A TP-2 shadow: its price of each step, and the two all-reduces per layer in it."""
+    from pagesim.simulator.costmodel.factory import cost_model_for
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+
+    shadow = cost_model_for(None, get_model("llama-2-7b"), get_gpu("a100-80gb"), tensor_parallel=2)
+    model = RecordedStepCosts(_steps([0.0, 10.0], [0.5]), "made up", shadow=shadow)
+    model.bind_clock(SimpleNamespace(now=0.0))
+    plan = BatchPlan(num_prefill_seqs=1, num_prefill_tokens=300, prefill_context_sum=300,
+                     prefill_scores=45150.0, num_decode_seqs=4, decode_context_sum=800,
+                     decode_num_blocks=52)  # fmt: skip
+    model.step_time_s(plan)
+    model.decode_time_fn(is_paged=True)(8, 4000, 256)
+    layers = get_model("llama-2-7b").num_layers
+    log = model.log
+    assert log[:, 2].tolist() == [
+        shadow.step_time_s(plan),
+        shadow.decode_time_fn(is_paged=True)(8, 4000, 256),
+    ]
+    assert log[:, 3].tolist() == [
+        2 * layers * shadow.allreduce_time_s(304),
+        2 * layers * shadow.allreduce_time_s(8),
+    ]
+    assert (log[:, 3] > 0).all() and (log[:, 3] < log[:, 2]).all()
