@@ -52,7 +52,8 @@ no non-positive bin in any of the three dense vLLM 0.19 runs; split-half median 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,11 +83,18 @@ class StepTimes:
     num_requests: int
     #: bins whose fitted rate was not positive (given the shortest step time's rate)
     num_clamped: int = 0
+    #: the edges and step times as Python floats, for :meth:`at` (once a simulated step)
+    _edges: list[float] = field(init=False, repr=False, compare=False)
+    _steps: list[float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_edges", [float(x) for x in self.edges_s])
+        object.__setattr__(self, "_steps", [float(x) for x in self.step_s])
 
     def at(self, t_s: float) -> float:
         """The step time (s) at ``t_s``."""
-        k = int(np.searchsorted(self.edges_s, t_s, side="right")) - 1
-        return float(self.step_s[min(max(k, 0), len(self.step_s) - 1)])
+        k = bisect.bisect_right(self._edges, t_s) - 1
+        return self._steps[min(max(k, 0), len(self._steps) - 1)]
 
     def steps_between(self, start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
         """How many steps the fitted rates put in each ``[start, end]``."""
@@ -97,6 +105,12 @@ def _overlaps(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarr
     lo = np.maximum(start[:, None], edges[None, :-1])
     hi = np.minimum(end[:, None], edges[None, 1:])
     return np.clip(hi - lo, 0.0, None)
+
+
+def _edges(end: np.ndarray, bin_s: float) -> np.ndarray:
+    """Bin edges from 0 past the last decode's end (at least one bin)."""
+    edges = np.arange(0.0, end.max() + bin_s, bin_s)
+    return edges if len(edges) >= 2 else np.array([0.0, bin_s])
 
 
 def _decodes(run: MeasuredRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -131,9 +145,7 @@ def reconstruct(
             f"run {run.name}: {len(steps)} requests with two or more output tokens; the step "
             "times need the decode times of several requests"
         )
-    edges = np.arange(0.0, end.max() + bin_s, bin_s)
-    if len(edges) < 2:
-        edges = np.array([0.0, bin_s])
+    edges = _edges(end, bin_s)
     rates = _fit(start, end, steps, edges, smoothing)
     bad = ~(rates > 0)
     if bad.all():
@@ -168,9 +180,13 @@ def from_token_times(run: MeasuredRun, token_times_s: np.ndarray) -> StepTimes:
     times, in_flight = events[order], np.cumsum(delta[order])
     idle_from = times[in_flight == 0]
     idle_to = np.append(times[1:], np.inf)[in_flight == 0]
-    idle = np.zeros(len(step), dtype=bool)
-    for lo, hi in zip(idle_from, idle_to, strict=True):
-        idle |= (ends[:-1] < hi) & (ends[1:] > lo) & (hi > lo)
+    keep = idle_to > idle_from
+    idle_from, idle_to = idle_from[keep], idle_to[keep]  # disjoint, in order
+    # a step overlaps an idle stretch when the first stretch ending after it starts
+    # begins before it ends
+    first = np.searchsorted(idle_to, ends[:-1], side="right")
+    idle = first < len(idle_to)
+    idle[idle] = idle_from[first[idle]] < ends[1:][idle]
     for k in np.flatnonzero(idle):
         step[k] = step[k - 1] if k > 0 else typical
     return StepTimes(ends, step, int((out > 1).sum()), int(idle.sum()))
@@ -195,7 +211,7 @@ def split_half_errors(
     rates fitted on one half predict the other half's step counts (predicted / real − 1,
     one value per request per split)."""
     start, end, steps = _decodes(run)
-    edges = np.arange(0.0, end.max() + bin_s, bin_s)
+    edges = _edges(end, bin_s)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(splits):

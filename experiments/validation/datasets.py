@@ -1,7 +1,7 @@
 """The datasets ``pagesim validate-vllm`` knows, each recognised by its files.
 
 A dataset reader is a module with ``NAME``, ``recognise(folder)``, ``prepare(folder,
-out_dir) -> Study``, ``open_loop_rows(study)``, ``goals(study, table)`` and
+out_dir) -> Study``, ``open_loop_rows(study, replays)``, ``goals(study, table)`` and
 ``sections(study, table, replays)`` (see :mod:`.distserve`); adding one is one module
 and one line here.
 """

@@ -198,7 +198,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
     )
 
 
-def open_loop_rows(study: Study) -> list[dict]:
+def open_loop_rows(study: Study, replays: dict) -> list[dict]:
     """Per run: decode time given the measured concurrency and TTFT given the measured
     state (calibrate/serving.py), under the kernels alone and with the serving path."""
     from pagesim.calibrate.serving import Coefficients, coefficients_of, decode_time_errors

@@ -229,7 +229,7 @@ def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep) -> 
     return rows
 
 
-def open_loop_rows(study: Study) -> list[dict]:
+def open_loop_rows(study: Study, replays: dict) -> list[dict]:
     """None: aggregates only, no per-request records to reconstruct from."""
     return []
 

@@ -27,7 +27,7 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     for vrun, cost in pairs:
         rep = replays[(vrun.name, cost.name)] = replay(vrun, cost)
         rows += getattr(dataset, "closed_loop_rows", closed_loop_rows)(study, vrun, cost.name, rep)
-    rows += dataset.open_loop_rows(study)
+    rows += dataset.open_loop_rows(study, replays)
     table = vcsv.frame(rows)
     if study.intervals is not None:
         table = with_intervals(study, table)

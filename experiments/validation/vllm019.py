@@ -39,7 +39,6 @@ import pandas as pd
 from pagesim.errors import DataError
 from pagesim.experiments.validation import vcsv
 from pagesim.experiments.validation.compare import Goal, run_ids, within_goal
-from pagesim.experiments.validation.compare import closed_loop_rows as _latency_rows
 from pagesim.experiments.validation.report import pct
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
 
@@ -196,26 +195,23 @@ def _recorded_steps(vrun: ValidationRun):
     return recorded_costs(vrun.run, shadow=shadow)
 
 
-def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep) -> list[dict]:
-    """The generic rows; the recorded-steps replay's step log is kept for
-    :func:`open_loop_rows`."""
-    if cost_name == RECORDED:
-        study.extra.setdefault("recorded_logs", {})[vrun.name] = rep.cost_model.log
-    return _latency_rows(study, vrun, cost_name, rep)
+def _recorded(replays: dict) -> dict:
+    """Run -> its recorded-steps replay's cost model (its step times and step log)."""
+    return {run: rep.cost_model for (run, cost), rep in replays.items() if cost == RECORDED}
 
 
-def open_loop_rows(study: Study) -> list[dict]:
+def open_loop_rows(study: Study, replays: dict) -> list[dict]:
     """Per run: each request's decode time priced by the headline on the batches of the
     recorded-steps replay (``calibrate.step_times.priced_decode_times``): the step cost's
     error alone."""
     from pagesim.calibrate.step_times import priced_decode_times
 
-    logs = study.extra.get("recorded_logs", {})
+    recorded = _recorded(replays)
     rows: list[dict] = []
     for v in study.runs:
-        if v.name not in logs:
+        if v.name not in recorded:
             continue
-        predicted, measured = priced_decode_times(v.run, logs[v.name])
+        predicted, measured = priced_decode_times(v.run, recorded[v.name].log)
         rows += vcsv.rows(
             **run_ids(study, v),
             cost_model=study.headline.name,
@@ -349,7 +345,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         else:
             lines.append(f"| {run} | not recorded (its kv_cache_pct is 0 throughout) | — | — |")
     lines += _queue_lines(shown)
-    lines += _separation_lines(study, table)
+    lines += _separation_lines(study, table, _recorded(replays))
     return lines
 
 
@@ -380,9 +376,9 @@ def _cell(table: pd.DataFrame, run: str, cost: str, metric: str, stat: str = "p5
     return pct(float(sub["error"].iloc[0])) if len(sub) else "—"
 
 
-def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
+def _separation_lines(study: Study, table: pd.DataFrame, recorded: dict) -> list[str]:
     """The scheduler's error apart from the cost model's, per run."""
-    from pagesim.calibrate.step_times import BIN_S, reconstruct, split_half_errors
+    from pagesim.calibrate.step_times import BIN_S, split_half_errors
     from pagesim.simulator.costmodel.model import ALLREDUCE_LATENCY_S
     from pagesim.simulator.model_gpu_specs import get_gpu
 
@@ -418,7 +414,7 @@ def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
     ]
     for v in study.runs:
         errors = np.abs(split_half_errors(v.run))
-        ratio = _series_step_ratio(v, reconstruct(v.run))
+        ratio = _series_step_ratio(v, recorded[v.name].step_times)
         cells = [
             f"{np.median(errors):.1%}",
             f"{np.percentile(errors, 90):.1%}",
@@ -440,19 +436,18 @@ def _separation_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "| all-reduce in the price (s) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    logs = study.extra.get("recorded_logs", {})
     for v in study.runs:
-        if v.name not in logs:
+        if v.name not in recorded:
             continue
-        log = logs[v.name]
+        log = recorded[v.name].log
         hw = v.settings["hardware"]
-        recorded, priced = float(log[:, 1].sum()), float(np.nansum(log[:, 2]))
+        took, priced = float(log[:, 1].sum()), float(np.nansum(log[:, 2]))
         tp = int(hw["tensor_parallel"])
         allreduce = f"{np.nansum(log[:, 3]):.1f}" if tp > 1 else "— (TP 1)"
         link = get_gpu(hw["gpu"]).nvlink_bw_bytes_s / 1e9
         lines.append(
-            f"| {v.name} | {tp} | {link:g} GB/s | {len(log):,} | {recorded:.1f} | {priced:.1f} "
-            f"| {pct(priced / recorded - 1)} | {allreduce} |"
+            f"| {v.name} | {tp} | {link:g} GB/s | {len(log):,} | {took:.1f} | {priced:.1f} "
+            f"| {pct(priced / took - 1)} | {allreduce} |"
         )
     lines += [
         "",
