@@ -95,6 +95,11 @@ def gemm_model(entry: str) -> tuple[ModelSpec, int]:
     return get_model(name), int(tp) if sep else 1
 
 
+#: the GEMM shapes of the H100 validation runs' dense models beyond the shipped experiments'
+#: (``pagesim validate-vllm --data inference_sim_h100_v0151``: Llama-2-7B at TP 1 and
+#: Llama-2-70B at TP 4; the Mixtral runs are not modelled)
+H100_VALIDATION_GEMM_MODELS = ("llama-2-70b@tp4",)
+
 FULL_GRID = GridSpec(
     batch_sizes=(1, 4, 16, 32, 64, 128, 256),
     context_lens=(1, 64, 256, 1024, 2048, 4096),
@@ -107,8 +112,10 @@ FULL_GRID = GridSpec(
     copy_block_sizes=(8, 16, 32, 128),
     block_sweep=((8, 4096), (64, 1024), (64, 4096)),
     variant_pairs=((1, 1024), (1, 4096), (4, 2048), (8, 4096), (16, 2048), (64, 2048), (256, 1024)),
-    # the models of the shipped experiments (tests/calibrate/test_gpu_task.py checks)
-    gemm_models=("opt-13b", "llama-13b", "llama-2-7b", "opt-66b@tp4", "opt-175b@tp8"),
+    # the models of the shipped experiments, then the H100 validation's that they lack
+    # (inference_sim_h100_v0151: Llama-2-70B at TP 4); tests/calibrate/test_gpu_task.py checks
+    gemm_models=("opt-13b", "llama-13b", "llama-2-7b", "opt-66b@tp4", "opt-175b@tp8")
+    + H100_VALIDATION_GEMM_MODELS,
 )
 
 QUICK_GRID = GridSpec(
