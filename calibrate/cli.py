@@ -75,9 +75,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.set_defaults(func=_report)
     _register_import(sub)
+    _register_iterations(sub)
     from pagesim.calibrate.serving_cli import register as register_fit_serving
 
     register_fit_serving(sub)
+
+
+def _register_iterations(sub: argparse._SubParsersAction) -> None:
+    it = sub.add_parser(
+        "iterations",
+        help="fit an iteration-level profile on whole steps timed by benchmarks/gpu_iterations.py",
+        description=(
+            "Read the step table benchmarks/gpu_iterations.py wrote on a GPU (whole forward "
+            "passes of a model, CUDA-graph replays) and fit the iteration-level terms "
+            "prefill_iteration and decode_iteration on its TP-1 rows (20%% held out, seeded), "
+            "as for Splitwise's iterations. Rows of a TP shard (no all-reduce on one GPU) are "
+            "not fitted; the report sets every row beside the shipped H100 profiles' price. "
+            "The profile is labelled kind 'measured'."
+        ),
+    )
+    it.add_argument("table", help="the CSV benchmarks/gpu_iterations.py wrote")
+    it.add_argument("--gpu", required=True, help="GPU spec the table was timed on, e.g. h100-sxm")
+    it.add_argument("--gpu-name", default=None, help="the device's own name, for the profile")
+    it.add_argument("--out", required=True, help="folder for profile.yaml and report.md")
+    it.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    it.set_defaults(func=_iterations)
+
+
+def _iterations(args: argparse.Namespace) -> int:
+    import shlex
+    from pathlib import Path
+
+    from pagesim.calibrate.iterations import fit_iterations
+
+    path = Path(args.table)
+    argv = ["iterations", path.name, "--gpu", args.gpu]
+    if args.gpu_name:
+        argv += ["--gpu-name", args.gpu_name]
+    command = "pagesim calibrate " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
+    profile, report = fit_iterations(
+        path, args.gpu, Path(args.out), seed=args.seed, command=command, gpu_name=args.gpu_name
+    )
+    print(f"profile: {profile}")
+    print(f"report: {report}")
+    return 0
 
 
 def _register_import(sub: argparse._SubParsersAction) -> None:

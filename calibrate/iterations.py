@@ -41,6 +41,7 @@ from pagesim.calibrate.tables import BATCH, POSITIVE_TOKENS, TP, read_table
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.iteration import uniform_decode_features, uniform_prefill_features
 from pagesim.simulator.model_gpu_specs import ModelSpec, get_model
+from pagesim.simulator.plan import BatchPlan
 
 COLUMNS = (
     "model",
@@ -215,3 +216,151 @@ def iteration_rows(df: pd.DataFrame) -> StepRows:
             "GPU with nothing left out (sharded steps lack their all-reduce)"
         )
     return StepRows(pd.DataFrame(rows), tuple(left_out))
+
+
+#: the shipped H100 profiles a step table is set beside (name, profile reference)
+REFERENCE_PROFILES = (("kernels (h100-sxm-vidur)", "h100-sxm-vidur"), ("analytic", None))
+
+
+def plan_of(r) -> BatchPlan:
+    """The simulator's plan of one table row's step."""
+    if r.phase == "prefill":
+        return BatchPlan.from_lens(prefill_new_lens=(int(r.new_tokens),) * int(r.batch))
+    return BatchPlan.from_lens(decode_context_lens=(int(r.context),) * int(r.batch))
+
+
+def gpu_price_s(cost, r) -> float:
+    """A profile's price of a row's step without the host's per-step overhead and the
+    all-reduces (what one GPU computes: the table's rows hold no more)."""
+    plan = plan_of(r)
+    tokens = plan.num_tokens
+    t = cost.summed_step_time_s(plan) - cost.step_overhead_time_s(plan.num_seqs, tokens)
+    return t - 2 * cost.model.num_layers * cost.allreduce_time_s(tokens)
+
+
+def priced_section(df: pd.DataFrame, gpu: str) -> list[str]:
+    """Each shipped profile's GPU price of the table's steps against the measured times:
+    per model, TP and phase, the median and range of price / measured."""
+    from pagesim.simulator.costmodel.factory import cost_model_for
+    from pagesim.simulator.model_gpu_specs import get_gpu
+
+    lines = [
+        "## The shipped profiles' price of the same steps",
+        "",
+        "Each profile prices every step of the table as the simulator would, without the "
+        "host's per-step overhead (`step_overhead`) and without the all-reduces (the table's "
+        "steps hold neither: CUDA-graph replays on one GPU). Ratio: price / measured.",
+        "",
+        "| model | TP | phase | steps | measured ms (min–max) | "
+        + " | ".join(f"{name}: median ratio (range)" for name, _ in REFERENCE_PROFILES)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(REFERENCE_PROFILES),
+    ]
+    models = {}
+    for (model, tp, phase), sub in df.groupby(["model", "tensor_parallel", "phase"], sort=True):
+        cells = []
+        for _, ref in REFERENCE_PROFILES:
+            key = (ref, model, int(tp))
+            if key not in models:
+                models[key] = cost_model_for(
+                    ref, get_model(model), get_gpu(gpu), tensor_parallel=int(tp), with_serving=False
+                )
+            cost = models[key]
+            ratio = np.array(
+                [gpu_price_s(cost, r) / r.median_s for r in sub.itertuples(index=False)]
+            )
+            cells.append(f"{np.median(ratio):.2f} ({ratio.min():.2f}–{ratio.max():.2f})")
+        ms = sub["median_s"].to_numpy(dtype=float) * 1e3
+        lines.append(
+            f"| {model} | {tp} | {phase} | {len(sub)} | {ms.min():.2f}–{ms.max():.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return lines + [""]
+
+
+def _without_sources(text: str) -> str:
+    """The report minus its (empty) table of others' sources: the times are pagesim's own."""
+    head, sep, rest = text.partition("## Sources\n")
+    if not sep:
+        return text
+    return head + rest[rest.index("## ") :]
+
+
+def fit_iterations(
+    path: Path,
+    gpu: str,
+    out_dir: Path,
+    seed: int = 0,
+    command: str = "",
+    date: str | None = None,
+    gpu_name: str | None = None,
+) -> tuple[Path, Path]:
+    """Fit an iteration-level profile (kind ``measured``) on a step table's TP-1 rows, with
+    the same fit and hold-out as every calibration (``fit_all``, 20% held out, seeded);
+    write ``profile.yaml``, ``report.md`` (the fit, the rows left out, and
+    :func:`priced_section`) and the predicted-vs-measured plot into ``out_dir``."""
+    import datetime
+
+    from pagesim.calibrate.external import render_report
+    from pagesim.calibrate.fit import fit_all
+    from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
+    from pagesim.errors import ConfigError
+    from pagesim.files import atomic_write_text
+    from pagesim.simulator.costmodel.profile import Profile, load_profile
+    from pagesim.simulator.model_gpu_specs import GPUS
+
+    if gpu not in GPUS:
+        raise ConfigError(f"--gpu: {gpu!r} is not a known GPU; known: {sorted(GPUS)}")
+    path = Path(path)
+    table = read_steps(path)
+    got = iteration_rows(table)
+    df = got.rows
+    fits = fit_all(df, np.random.default_rng(seed))
+    models = ", ".join(sorted(df["model"].unique()))
+    what = (
+        f"whole steps of {models} at TP 1 timed by benchmarks/gpu_iterations.py on this GPU "
+        "(CUDA-graph replays of a PyTorch forward: every layer, LM head, greedy pick; no host "
+        "time)"
+    )
+    terms = {name: fit.to_term(f"fitted on {path.name}: {what}") for name, fit in fits.items()}
+    notes = [
+        f"Fitted by `pagesim calibrate iterations` on {len(df)} whole steps ({what}). "
+        "Iteration-level profile: each step is priced as a whole by prefill_iteration or "
+        "decode_iteration over the step's features on one GPU; block copies and swaps come "
+        "from the analytic profile. The host's per-step work is not in these times (the "
+        "engine hides it behind the GPU where it replays graphs), so none is priced.",
+    ]
+    if got.left_out:
+        notes.append(f"Not fitted: {'; '.join(got.left_out)}.")
+    attention = sorted(table["attention"].astype(str).unique())
+    profile = Profile(
+        kind="measured",
+        gpu_name=gpu_name or GPUS[gpu].name,
+        gpu_spec=gpu,
+        terms=terms,
+        date=date or datetime.date.today().isoformat(),
+        command=command,
+        software={
+            "source": "benchmarks/gpu_iterations.py whole-step times",
+            "timer": "CUDA events around CUDA-graph replays (median)",
+            "attention": ", ".join(attention),
+        },
+        notes=" ".join(notes),
+    )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    profile_path = profile.save(out_dir / "profile.yaml")
+    load_profile(profile_path)  # the simulator's schema accepts it
+    plot_fits(fits, out_dir / PLOT_PNG)
+    text = render_report(profile, fits, seed).replace(
+        "# External calibration report", "# Whole-step calibration report", 1
+    ).replace(
+        "Kind **measured**: fitted on timings measured by others on real GPUs, not by pagesim.",
+        f"Kind **measured**: whole steps timed by pagesim's `benchmarks/gpu_iterations.py` on "
+        f"{profile.gpu_name} (table `{path.name}`).",
+        1,
+    )
+    text = _without_sources(text) + "\n".join(priced_section(table, gpu)) + "\n"
+    report = atomic_write_text(out_dir / REPORT_MD, text)
+    return profile_path, report
