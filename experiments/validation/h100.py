@@ -16,7 +16,9 @@ server's settings (``exp-config.yaml``: ``max_num_seqs``, ``max_num_batched_toke
 
 Cost models: ``kernels`` (headline): the shipped ``h100-sxm-vidur`` (GEMMs fitted on Vidur's
 H100 operator tables; its attention projected from A100 timings, said in its terms'
-``origin``); ``analytic``. Not modelled, and said on the page: the Mixtral experiments
+``origin``); ``analytic``; ``iterations``, for the Llama-2-7B stages only: the shipped
+``h100-sxm-llama-2-7b-iterations`` (whole steps of the model timed on an H100 by
+``benchmarks/gpu_iterations.py``; decided before any replay, ``h100_protocol.md``). Not modelled, and said on the page: the Mixtral experiments
 (mixture of experts), the server's 8 GiB CPU KV offload, the prefix cache carried from one
 stage to the next, the client's streaming cost. The client's ITL and TPOT count every
 streamed line, separators included (inference-sim's notes): they read about half the
@@ -56,6 +58,10 @@ STATS = {
     "itl": "inter_token_latency",
 }
 PROFILE = "h100-sxm-vidur"
+#: whole steps of Llama-2-7B timed on an H100 by pagesim (``h100_protocol.md``: decided,
+#: with where it is used, before any replay under it)
+ITERATIONS_PROFILE = "h100-sxm-llama-2-7b-iterations"
+ITERATIONS_MODEL = "llama-2-7b"
 GOAL_E2E = 0.10
 GOAL_TTFT = 0.20
 #: the best published figures on that peer's own data (the issue's)
@@ -186,6 +192,19 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 headline=True,
                 note="Vidur's H100 operator tables, attention projected from A100; nothing "
                 "fitted on these runs",
+            ),
+            CostModelChoice(
+                "iterations",
+                ITERATIONS_PROFILE,
+                note="whole Llama-2-7B steps timed on an H100 by pagesim (PyTorch forward, "
+                "CUDA graphs, no host time); the Llama-2-7B stages only "
+                "(experiments/validation/h100_protocol.md); nothing fitted on these runs",
+                runs=frozenset(
+                    v.name
+                    for v in vruns
+                    if v.settings["hardware"]["model"] == ITERATIONS_MODEL
+                    and v.settings["hardware"].get("tensor_parallel", 1) == 1
+                ),
             ),
         ],
         command=COMMAND,

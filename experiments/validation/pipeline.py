@@ -18,7 +18,7 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     dataset = recognise(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     study = dataset.prepare(folder, out_dir)
-    pairs = [(v, c) for v in study.runs for c in study.cost_models]
+    pairs = [(v, c) for v in study.runs for c in study.cost_models if c.replays(v.name)]
     if progress:
         from tqdm import tqdm
 
@@ -191,9 +191,9 @@ SOURCE_WORDS = {
 def _descriptions(study, replays) -> dict[str, str]:
     """Each cost model's description, profiles written into the output folder named by
     their folder (no machine path in a page that may be committed)."""
-    first = study.runs[0].name
     out = {}
     for c in study.cost_models:
+        first = next(v.name for v in study.runs if (v.name, c.name) in replays)
         text = replays[(first, c.name)].description
         if c.profile and Path(c.profile).suffix in (".yaml", ".yml"):
             text = text.replace(c.profile, Path(c.profile).parent.name)

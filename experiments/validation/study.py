@@ -51,9 +51,14 @@ class CostModelChoice:
     #: builds a run's cost model object instead of a profile's (``simulate``'s
     #: ``cost_model``: the run's recorded step times, ``costmodel/recorded.py``)
     make: Callable[[ValidationRun], Any] | None = None
+    #: the runs it replays (None: every run), for a cost model built for some of them
+    runs: frozenset[str] | None = None
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)
+
+    def replays(self, run: str) -> bool:
+        return self.runs is None or run in self.runs
 
 
 @dataclass

@@ -1,0 +1,172 @@
+"""Whole steps timed on a GPU (calibrate/iterations.py, benchmarks/gpu_iterations.py): the
+plan, the table's reader, the rows fitted and left out, the fit on a known law, the
+shipped H100 profile rebuilt from its own table, and the H100 replay that uses it only
+where its protocol says."""
+
+import csv
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pagesim
+from pagesim.calibrate.iterations import (
+    COLUMNS,
+    DEFAULT_MODELS,
+    fit_iterations,
+    iteration_rows,
+    parse_model,
+    plan_steps,
+    read_steps,
+    step_features,
+)
+from pagesim.calibrate.pipeline import DEFAULT_PROFILES_DIR
+from pagesim.errors import DataError
+from pagesim.simulator.costmodel.profile import load_profile
+
+ROOT = DEFAULT_PROFILES_DIR.parents[1]
+SHIPPED = DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-7b-iterations"
+
+
+def test_the_plan_keeps_every_shape_inside_its_token_limits():
+    shapes = plan_steps(max_kv_tokens=4096, max_prefill_tokens=2048)
+    assert shapes and all(s.kv_tokens <= 4096 for s in shapes if s.phase == "decode")
+    assert all(s.batch * s.new_tokens <= 2048 for s in shapes if s.phase == "prefill")
+    assert all(s.new_tokens == 1 for s in shapes if s.phase == "decode")
+    assert all(s.context == s.new_tokens for s in shapes if s.phase == "prefill")
+    # decode first, then prefill
+    phases = [s.phase for s in shapes]
+    assert phases == sorted(phases, key=lambda p: p != "decode")
+    for entry in DEFAULT_MODELS:
+        model, tp = parse_model(entry)
+        assert model.num_heads % tp == 0
+    with pytest.raises(DataError, match="NAME@tpN"):
+        parse_model("llama-2-7b@tpx")
+
+
+def _table(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(COLUMNS))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _row(**kw):
+    row = dict(model="llama-2-7b", tensor_parallel=1, phase="decode", batch=4, new_tokens=1,
+               context=512, median_s=0.007, iqr_s=1e-5, repeats=20, attention="flash_attention")  # fmt: skip
+    return row | kw
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"phase": "mixed"}, r"line 3: phase 'mixed' is not one of \['prefill', 'decode'\]"),
+        ({"median_s": 0}, "line 3: median_s must be a positive time"),
+        ({"model": "no-such-model"}, "line 3: model 'no-such-model'"),
+        ({"batch": 0}, "line 3"),
+    ],
+)
+def test_a_bad_cell_is_named_by_file_line_and_column(tmp_path, change, message):
+    path = _table(tmp_path / "it.csv", [_row(), _row(**change)])
+    with pytest.raises(DataError, match=message) as err:
+        read_steps(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_missing_column_is_named(tmp_path):
+    path = tmp_path / "it.csv"
+    pd.DataFrame([_row()]).drop(columns=["attention"]).to_csv(path, index=False)
+    with pytest.raises(DataError, match="missing column 'attention'"):
+        read_steps(path)
+
+
+def test_shard_rows_are_left_out_with_their_reason_and_never_fitted(tmp_path):
+    rows = [_row(), _row(phase="prefill", new_tokens=64, context=64, median_s=0.008)]
+    rows += [_row(model="llama-2-70b", tensor_parallel=4, median_s=0.018)]
+    got = iteration_rows(read_steps(_table(tmp_path / "it.csv", rows)))
+    assert sorted(got.rows["term"]) == ["decode_iteration", "prefill_iteration"]
+    assert set(got.rows["tensor_parallel"]) == {1}
+    assert got.left_out == (
+        "llama-2-70b TP 4: 1 steps of one GPU's shard without the all-reduce (compared, not fitted)",
+    )
+    only_shards = read_steps(_table(tmp_path / "s.csv", rows[2:]))
+    with pytest.raises(DataError, match="no TP-1 step"):
+        iteration_rows(only_shards)
+
+
+def _known_law_table(path, rng):
+    """Steps whose time is a known function of the simulator's features, 1% noise."""
+    rows = []
+    for s in plan_steps():
+        r = _row(phase=s.phase, batch=s.batch, new_tokens=s.new_tokens, context=s.context)
+        f = step_features(pd.Series(r))
+        t = 1.5e-3 + max(f.bytes_ / 2.5e12, f.flops / 6e14) + 2e-6 * f.tokens
+        rows.append(r | {"median_s": t * (1 + 0.01 * rng.standard_normal())})
+    return _table(path, rows)
+
+
+def test_the_fit_recovers_a_known_law_and_writes_a_measured_profile(tmp_path):
+    table = _known_law_table(tmp_path / "it.csv", np.random.default_rng(3))
+    profile_path, report = fit_iterations(table, "h100-sxm", tmp_path / "out", command="test")
+    profile = load_profile(profile_path)
+    assert profile.kind == "measured" and profile.gpu_spec == "h100-sxm"
+    for name in ("prefill_iteration", "decode_iteration"):
+        assert profile.terms[name].heldout_mape < 0.03, name
+    text = report.read_text()
+    assert "## Sources" not in text  # pagesim's own times: no others' files to list
+    assert "## The shipped profiles' price of the same steps" in text
+    assert "| llama-2-7b | 1 | decode |" in text
+    with pytest.raises(Exception, match="not a known GPU"):
+        fit_iterations(table, "no-gpu", tmp_path / "bad")
+
+
+def test_the_command_line_fits_a_table(tmp_path):
+    table = _known_law_table(tmp_path / "it.csv", np.random.default_rng(4))
+    out = subprocess.run(
+        [sys.executable, "-m", "pagesim", "calibrate", "iterations", str(table),
+         "--gpu", "h100-sxm", "--out", str(tmp_path / "p")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "p" / "profile.yaml").is_file() and "report:" in out.stdout
+
+
+def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path):
+    copy = tmp_path / SHIPPED.name
+    shutil.copytree(SHIPPED, copy)
+    profile = load_profile(SHIPPED / "profile.yaml")
+    command = profile.command
+    assert command.startswith("pagesim calibrate iterations iterations.csv --gpu h100-sxm")
+    fit_iterations(
+        copy / "iterations.csv", "h100-sxm", copy, seed=0, command=command,
+        date=profile.date, gpu_name=profile.gpu_name,
+    )  # fmt: skip
+    for name in ("profile.yaml", "report.md"):
+        assert (copy / name).read_text() == (SHIPPED / name).read_text(), (
+            f"{name} is stale: cd {SHIPPED.relative_to(ROOT)} && pagesim calibrate iterations "
+            "iterations.csv --gpu h100-sxm --gpu-name 'NVIDIA H100 80GB HBM3' --out ."
+        )
+    assert profile.kind == "measured" and profile.gpu_name == "NVIDIA H100 80GB HBM3"
+    run = pagesim.simulate(
+        {
+            "workload": {"num_requests": 20},
+            "arrivals": {"rate_req_s": 2.0},
+            "hardware": {"gpu": "h100-sxm", "model": "llama-2-7b",
+                         "profile": "h100-sxm-llama-2-7b-iterations"},
+        }
+    )  # fmt: skip
+    assert run.summary_frame["num_finished"].iloc[0] == 20
+
+
+def test_the_gpu_script_without_pytorch_says_so():
+    script = ROOT / "benchmarks" / "gpu_iterations.py"
+    probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("PyTorch is installed here: the message for its absence cannot show")
+    out = subprocess.run([sys.executable, str(script), "--device", "cpu"], capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode != 0 and "needs PyTorch" in out.stderr
