@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import statistics
 import sys
@@ -79,6 +80,7 @@ class Shard:
             for _ in range(self.layers)
         ]
         self.final_norm = torch.ones(self.h, dtype=half, device=device)
+        self.layer = self._layer
         self.lm_head = weight(self.h, self.vocab)
 
     def weight_bytes(self) -> int:
@@ -107,33 +109,45 @@ class Shard:
         c, s = cos[:, None, :], sin[:, None, :]
         return self.torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
+    def _layer(self, x, w, kc, vc, cos, sin, batch, new, start, context, sdpa):
+        """One decoder layer (the body ``forward`` runs per layer; compiled with --compile)."""
+        F = self.torch.nn.functional  # noqa: N806 - PyTorch's convention
+        eps = 1e-5
+        hs = F.rms_norm(x, (self.h,), w["norm1"], eps)
+        qkv = hs @ w["qkv"]
+        q, k, v = qkv.split([self.nh * self.d, self.nkv * self.d, self.nkv * self.d], dim=-1)
+        q = self._rope(q.view(-1, self.nh, self.d), cos, sin)
+        k = self._rope(k.view(-1, self.nkv, self.d), cos, sin)
+        v = v.view(-1, self.nkv, self.d)
+        # [batch, kv_heads, new, d] into the cache
+        kc[:, :, start:context].copy_(k.view(batch, new, self.nkv, self.d).transpose(1, 2))
+        vc[:, :, start:context].copy_(v.view(batch, new, self.nkv, self.d).transpose(1, 2))
+        qh = q.view(batch, new, self.nh, self.d).transpose(1, 2)
+        attn = sdpa(qh, kc[:, :, :context], vc[:, :, :context], new > 1)
+        attn = attn.transpose(1, 2).reshape(batch * new, self.nh * self.d)
+        x = x + attn @ w["o"]
+        hs = F.rms_norm(x, (self.h,), w["norm2"], eps)
+        gate, up = (hs @ w["gate_up"]).chunk(2, dim=-1)
+        return x + (F.silu(gate) * up) @ w["down"]
+
     def forward(self, x, cos, sin, caches, batch: int, new: int, context: int, sdpa):
         """One step: ``x`` [batch * new, hidden]; K/V of the new tokens written at
         positions context - new .. context - 1; attention over the first ``context``."""
-        t = self.torch
-        F = t.nn.functional  # noqa: N806 - PyTorch's convention
+        F = self.torch.nn.functional  # noqa: N806 - PyTorch's convention
         eps = 1e-5
         start = context - new
         for w, (kc, vc) in zip(self.w, caches, strict=True):
-            hs = F.rms_norm(x, (self.h,), w["norm1"], eps)
-            qkv = hs @ w["qkv"]
-            q, k, v = qkv.split([self.nh * self.d, self.nkv * self.d, self.nkv * self.d], dim=-1)
-            q = self._rope(q.view(-1, self.nh, self.d), cos, sin)
-            k = self._rope(k.view(-1, self.nkv, self.d), cos, sin)
-            v = v.view(-1, self.nkv, self.d)
-            # [batch, kv_heads, new, d] into the cache
-            kc[:, :, start:context].copy_(k.view(batch, new, self.nkv, self.d).transpose(1, 2))
-            vc[:, :, start:context].copy_(v.view(batch, new, self.nkv, self.d).transpose(1, 2))
-            qh = q.view(batch, new, self.nh, self.d).transpose(1, 2)
-            attn = sdpa(qh, kc[:, :, :context], vc[:, :, :context], new > 1)
-            attn = attn.transpose(1, 2).reshape(batch * new, self.nh * self.d)
-            x = x + attn @ w["o"]
-            hs = F.rms_norm(x, (self.h,), w["norm2"], eps)
-            gate, up = (hs @ w["gate_up"]).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ w["down"]
+            x = self.layer(x, w, kc, vc, cos, sin, batch, new, start, context, sdpa)
         last = x.view(batch, new, self.h)[:, -1]
         logits = F.rms_norm(last, (self.h,), self.final_norm, eps) @ self.lm_head
         return logits.argmax(dim=-1)
+
+
+def plain_sdpa(torch, q, k, v, causal: bool, gqa: bool):
+    """SDPA with PyTorch's own choice of backend (traceable by torch.compile)."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, enable_gqa=gqa
+    )
 
 
 def make_sdpa(torch, nh: int, nkv: int):
@@ -223,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=300.0)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="a diagnostic: a few shapes, each timed with the layer as written and again "
+        "with it through torch.compile (fused element-wise kernels, as vLLM V1 compiles "
+        "its models); rows 'eager' and 'compiled' in the attention column",
+    )
     args = parser.parse_args(argv)
     try:
         import torch
@@ -237,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         free, total = torch.cuda.mem_get_info()
         print(f"gpu_iterations: {free / 2**30:.1f} of {total / 2**30:.1f} GiB free", flush=True)
         shapes = iterations.plan_steps()
+        if args.compile:
+            shapes = iterations.plan_steps((1, 8, 32, 64), (512,), (1,), (512,))
+            for key in ("recompile_limit", "cache_size_limit"):  # one graph per shape
+                if hasattr(torch._dynamo.config, key):
+                    setattr(torch._dynamo.config, key, 256)
     else:
         shapes = iterations.plan_steps((1, 2), (8, 16), (1, 2), (4, 8))
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -261,32 +287,51 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{entry}: budget of {per_model:.0f} s spent after {timed} of "
                           f"{len(shapes)} shapes", flush=True)  # fmt: skip
                     break
-                try:
-                    med, iqr, n = time_step(torch, shard, shape, sdpa, args.repeats, on_gpu)
-                except Exception as exc:  # noqa: BLE001 - reported; the next shape may run
-                    if not failures:
-                        traceback.print_exc()
-                    failures += 1
-                    print(f"{entry} {shape}: failed ({' '.join(str(exc).split())[:200]})", flush=True)
-                    if on_gpu:
-                        torch.cuda.empty_cache()
-                    continue
-                timed += 1
-                writer.writerow({
-                    "model": model.name, "tensor_parallel": tp, "phase": shape.phase,
-                    "batch": shape.batch, "new_tokens": shape.new_tokens,
-                    "context": shape.context, "median_s": f"{med:.9g}", "iqr_s": f"{iqr:.9g}",
-                    "repeats": n, "attention": backend[shape.phase],
-                })  # fmt: skip
-                f.flush()
-                print(f"{entry} {shape.phase:7} b{shape.batch:<4} new {shape.new_tokens:<5} "
-                      f"ctx {shape.context:<5} {med * 1e3:9.3f} ms  iqr {iqr * 1e6:7.1f} us  "
-                      f"{backend[shape.phase]}", flush=True)  # fmt: skip
+                for variant in ("eager", "compiled") if args.compile else ("",):
+                    attend = sdpa
+                    if variant:  # plain SDPA: PyTorch picks FlashAttention for these shapes
+                        shard.layer = shard._layer
+                        attend = functools.partial(
+                            plain_sdpa, torch, gqa=shard.nh != shard.nkv
+                        )
+                    if variant == "compiled":
+                        shard.layer = torch.compile(shard._layer, dynamic=False)
+                    timed, failures = _one(
+                        torch, shard, shape, attend, args, on_gpu, writer, f, entry, model, tp,
+                        backend, variant, timed, failures,
+                    )  # fmt: skip
             del shard
             if on_gpu:
                 torch.cuda.empty_cache()
     print(f"gpu_iterations: table -> {args.out}", flush=True)
     return 0
+
+
+def _one(torch, shard, shape, sdpa, args, on_gpu, writer, f, entry, model, tp, backend,
+         variant, timed, failures):  # fmt: skip
+    """Time one shape (one variant), write its row; (shapes timed, failures) after it."""
+    try:
+        med, iqr, n = time_step(torch, shard, shape, sdpa, args.repeats, on_gpu)
+    except Exception as exc:  # noqa: BLE001 - reported; the next shape may run
+        if not failures:
+            traceback.print_exc()
+        print(f"{entry} {variant} {shape}: failed ({' '.join(str(exc).split())[:200]})",
+              flush=True)  # fmt: skip
+        if on_gpu:
+            torch.cuda.empty_cache()
+        return timed, failures + 1
+    label = variant or backend[shape.phase]
+    writer.writerow({
+        "model": model.name, "tensor_parallel": tp, "phase": shape.phase,
+        "batch": shape.batch, "new_tokens": shape.new_tokens,
+        "context": shape.context, "median_s": f"{med:.9g}", "iqr_s": f"{iqr:.9g}",
+        "repeats": n, "attention": label,
+    })  # fmt: skip
+    f.flush()
+    print(f"{entry} {shape.phase:7} b{shape.batch:<4} new {shape.new_tokens:<5} "
+          f"ctx {shape.context:<5} {med * 1e3:9.3f} ms  iqr {iqr * 1e6:7.1f} us  "
+          f"{label}", flush=True)  # fmt: skip
+    return timed + 1, failures
 
 
 if __name__ == "__main__":
