@@ -238,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument(
+        "--full-grid", action="store_true", help="with --compile: every planned shape"
+    )
+    parser.add_argument(
         "--compile",
         action="store_true",
         help="a diagnostic: a few shapes, each timed with the layer as written and again "
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         free, total = torch.cuda.mem_get_info()
         print(f"gpu_iterations: {free / 2**30:.1f} of {total / 2**30:.1f} GiB free", flush=True)
         shapes = iterations.plan_steps()
-        if args.compile:
+        if args.compile and not args.full_grid:
             shapes = iterations.plan_steps((1, 8, 32, 64), (512,), (1,), (512,))
             for key in ("recompile_limit", "cache_size_limit"):  # one graph per shape
                 if hasattr(torch._dynamo.config, key):
