@@ -279,6 +279,38 @@ def priced_section(df: pd.DataFrame, gpu: str) -> list[str]:
     return lines + [""]
 
 
+#: a second run of the same plan beside the table (another machine, another day): the
+#: report compares the two shape by shape
+REPEAT_CSV = "repeat.csv"
+KEYS = ["model", "tensor_parallel", "phase", "batch", "new_tokens", "context"]
+
+
+def repeat_section(table: pd.DataFrame, repeat: pd.DataFrame) -> list[str]:
+    """The repeat's time over the table's, per shape both timed: how far a second run of
+    the same steps moves (a fit on either would differ by about this much)."""
+    both = table.merge(repeat, on=KEYS, suffixes=("", "_repeat"))
+    lines = [
+        "## The same steps timed again",
+        "",
+        f"`{REPEAT_CSV}` beside the table: the same plan run again on a fresh machine. "
+        "Ratio: repeat / table, per shape timed in both.",
+        "",
+        "| model | TP | phase | shapes | median ratio | range |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (model, tp, phase), sub in both.groupby(["model", "tensor_parallel", "phase"], sort=True):
+        r = sub["median_s_repeat"].to_numpy(dtype=float) / sub["median_s"].to_numpy(dtype=float)
+        lines.append(
+            f"| {model} | {tp} | {phase} | {len(sub)} | {np.median(r):.3f} | "
+            f"{r.min():.3f}–{r.max():.3f} |"
+        )
+    runs = repeat[["model", "tensor_parallel"]].drop_duplicates()
+    missing = len(table.merge(runs, on=["model", "tensor_parallel"])) - len(both)
+    if missing:
+        lines += ["", f"{missing} shapes of the repeated models are not in the repeat."]
+    return lines + [""]
+
+
 def _without_sources(text: str) -> str:
     """The report minus its (empty) table of others' sources: the times are pagesim's own."""
     head, sep, rest = text.partition("## Sources\n")
@@ -318,10 +350,13 @@ def fit_iterations(
     df = got.rows
     fits = fit_all(df, np.random.default_rng(seed))
     models = ", ".join(sorted(df["model"].unique()))
+    compiled = set(table["attention"].astype(str)) == {"compiled"}
+    forward = "a PyTorch forward with its layer through torch.compile" if compiled else (
+        "a PyTorch forward"
+    )
     what = (
         f"whole steps of {models} at TP 1 timed by benchmarks/gpu_iterations.py on this GPU "
-        "(CUDA-graph replays of a PyTorch forward: every layer, LM head, greedy pick; no host "
-        "time)"
+        f"(CUDA-graph replays of {forward}: every layer, LM head, greedy pick; no host time)"
     )
     terms = {name: fit.to_term(f"fitted on {path.name}: {what}") for name, fit in fits.items()}
     notes = [
@@ -362,5 +397,8 @@ def fit_iterations(
         1,
     )
     text = _without_sources(text) + "\n".join(priced_section(table, gpu)) + "\n"
+    repeat = path.with_name(REPEAT_CSV)
+    if repeat.is_file():
+        text += "\n".join(repeat_section(table, read_steps(repeat))) + "\n"
     report = atomic_write_text(out_dir / REPORT_MD, text)
     return profile_path, report

@@ -12,14 +12,16 @@ from pagesim.experiments.validation.replay import Replay
 from pagesim.experiments.validation.study import Study, ValidationRun
 
 
-def run_ids(study: Study, vrun: ValidationRun) -> dict:
-    """The columns of a validation.csv row that name the run (vcsv.rows' keywords)."""
+def run_ids(study: Study, vrun: ValidationRun, cost_name: str | None = None) -> dict:
+    """The columns of a validation.csv row that name the run (vcsv.rows' keywords); with
+    ``cost_name``, the role that cost model's rows take (``post_hoc`` for one so chosen)."""
+    cost = next((c for c in study.cost_models if c.name == cost_name), None)
     return {
         "dataset": study.dataset,
         "run": vrun.name,
         "rate": vrun.rate,
         "launch": vrun.launch,
-        "role": vrun.role,
+        "role": cost.role(vrun) if cost is not None else vrun.role,
     }
 
 
@@ -28,7 +30,7 @@ def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep: Rep
     return vcsv.latency_rows(
         rep.requests,
         vrun.run.latencies(),
-        **run_ids(study, vrun),
+        **run_ids(study, vrun, cost_name),
         cost_model=cost_name,
         headline=cost_name == study.headline.name,
     )

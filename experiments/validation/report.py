@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -143,9 +144,10 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
         ax.set_yscale("log")
         ax.set_xlabel("request rate (req/s)")
         ax.set_ylabel(f"{metric.upper()} (ms)")
-        ax.set_title(f"{metric.upper()}: {study.title}", fontsize=8)
+        ax.set_title(metric.upper(), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=6)
+    fig.suptitle(textwrap.fill(study.title, 150), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
@@ -237,7 +239,13 @@ def page(
         "every statistic is also in `validation.csv` (one row per run × cost model × metric × "
         "statistic, the run's role beside it). Error = predicted / measured − 1. Roles: *fit* "
         "(something was fitted on the run), *held_out* (nothing was fitted or chosen on it), "
-        "*cross_launch* (held out, from another launch of the server).",
+        "*cross_launch* (held out, from another launch of the server)"
+        + (
+            ", *post_hoc* (a cost model chosen after a replay of the run had been seen: "
+            "neither fitted on it nor held out)."
+            if any(c.post_hoc for c in study.cost_models)
+            else "."
+        ),
         "",
         "Cost models:",
         "",

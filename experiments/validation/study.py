@@ -53,12 +53,18 @@ class CostModelChoice:
     make: Callable[[ValidationRun], Any] | None = None
     #: the runs it replays (None: every run), for a cost model built for some of them
     runs: frozenset[str] | None = None
+    #: chosen after a replay of these runs had been seen: its rows' role is ``post_hoc``
+    post_hoc: bool = False
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)
 
     def replays(self, run: str) -> bool:
         return self.runs is None or run in self.runs
+
+    def role(self, vrun: ValidationRun) -> str:
+        """The role of this cost model's rows for ``vrun`` (vcsv.ROLES)."""
+        return "post_hoc" if self.post_hoc else vrun.role
 
 
 @dataclass

@@ -7,7 +7,9 @@ One row per run x cost model x metric x statistic::
 
 - ``role``: ``fit`` (something was fitted on the run), ``held_out`` (nothing was fitted or
   chosen on it), ``cross_launch`` (held out, and from another launch of the server than the
-  fit runs); ``headline``: true for the cost model the report recommends;
+  fit runs), ``post_hoc`` (a cost model chosen after a replay of the run had been seen:
+  neither fitted on it nor held out); ``headline``: true for the cost model the report
+  recommends;
 - ``metric``: ``ttft``, ``tpot``, ``e2e`` (the replay against the records, closed loop;
   ``itl`` where a dataset reports only the client's inter-token latency),
   ``decode_given_concurrency`` and ``ttft_given_state`` (each request's decode time and TTFT
@@ -50,7 +52,9 @@ COLUMNS = (
     "hi_ms",
     "covered",
 )
-ROLES = ("fit", "held_out", "cross_launch")
+ROLES = ("fit", "held_out", "cross_launch", "post_hoc")
+#: the role of every row of a cost model chosen after a replay of its runs was seen
+POST_HOC = "post_hoc"
 METRICS = ("ttft", "tpot", "e2e")
 OPEN_LOOP_METRICS = ("decode_given_concurrency", "ttft_given_state")
 STATS = ("p50", "p90", "mean")

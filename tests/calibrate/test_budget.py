@@ -70,19 +70,29 @@ def test_timing_stops_when_the_budget_is_spent_and_counts_what_it_skipped(ordere
     _, order = ordered
     clock = SimulatedClock()
     backend = SyntheticBackend(reference_profile(), np.random.default_rng(2), clock=clock)
-    saved = []
+    saved, at = [], []
     monkeypatch.setattr("pagesim.calibrate.budget.CHECKPOINT_S", 1.0)
+    start = clock()
+
+    def checkpoint(rows):
+        saved.append(rows)
+        at.append(clock())
+
     df, summary = run_budgeted(
-        order, backend, TimingPolicy(), 8.0, PRIOR, clock=clock, checkpoint=saved.append
+        order, backend, TimingPolicy(), 8.0, PRIOR, clock=clock, checkpoint=checkpoint
     )
     assert 0 < summary.num_timed == len(df) < len(order)
     assert summary.num_timed + summary.num_skipped == summary.num_planned == len(order)
     assert summary.spent_s <= 8.0 * 1.02
     assert summary.estimated_plan_s > summary.spent_s
     assert set(summary.skipped_by_term) <= {c.term for c in order}
-    assert len(saved) >= int(summary.spent_s) - 1 >= 5
+    # a checkpoint follows the first shape to end 1 s or more after the last one: every
+    # gap is at least 1 s and under 1 s plus the longest shape
+    longest = float(df["wall_s"].max())
+    gaps = np.diff([start, *at])
+    assert len(saved) >= 3 and (gaps >= 1.0).all() and (gaps < 1.0 + longest + 1e-9).all(), gaps
     assert all(isinstance(s, pd.DataFrame) for s in saved)
-    assert [len(s) for s in saved] == sorted(len(s) for s in saved) and len(saved[-1]) < len(df)
+    assert [len(s) for s in saved] == sorted(len(s) for s in saved) and len(saved[-1]) <= len(df)
     assert df["wall_s"].sum() == pytest.approx(summary.spent_s)
     assert set(df["term"]) == {c.term for c in order}  # every term has points
 

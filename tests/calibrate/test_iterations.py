@@ -21,6 +21,7 @@ from pagesim.calibrate.iterations import (
     parse_model,
     plan_steps,
     read_steps,
+    repeat_section,
     step_features,
 )
 from pagesim.calibrate.pipeline import DEFAULT_PROFILES_DIR
@@ -29,6 +30,7 @@ from pagesim.simulator.costmodel.profile import load_profile
 
 ROOT = DEFAULT_PROFILES_DIR.parents[1]
 SHIPPED = DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-7b-iterations"
+COMPILED = DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-7b-compiled-iterations"
 
 
 def test_the_plan_keeps_every_shape_inside_its_token_limits():
@@ -135,10 +137,11 @@ def test_the_command_line_fits_a_table(tmp_path):
     assert (tmp_path / "p" / "profile.yaml").is_file() and "report:" in out.stdout
 
 
-def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path):
-    copy = tmp_path / SHIPPED.name
-    shutil.copytree(SHIPPED, copy)
-    profile = load_profile(SHIPPED / "profile.yaml")
+@pytest.mark.parametrize("shipped", [SHIPPED, COMPILED], ids=lambda p: p.name)
+def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path, shipped):
+    copy = tmp_path / shipped.name
+    shutil.copytree(shipped, copy)
+    profile = load_profile(shipped / "profile.yaml")
     command = profile.command
     assert command.startswith("pagesim calibrate iterations iterations.csv --gpu h100-sxm")
     fit_iterations(
@@ -146,17 +149,19 @@ def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path):
         date=profile.date, gpu_name=profile.gpu_name,
     )  # fmt: skip
     for name in ("profile.yaml", "report.md"):
-        assert (copy / name).read_text() == (SHIPPED / name).read_text(), (
-            f"{name} is stale: cd {SHIPPED.relative_to(ROOT)} && pagesim calibrate iterations "
+        assert (copy / name).read_text() == (shipped / name).read_text(), (
+            f"{name} is stale: cd {shipped.relative_to(ROOT)} && pagesim calibrate iterations "
             "iterations.csv --gpu h100-sxm --gpu-name 'NVIDIA H100 80GB HBM3' --out ."
         )
+    # the compiled table says so in every term's origin; the eager one does not
+    compiled = "torch.compile" in profile.terms["decode_iteration"].origin
+    assert compiled == (shipped == COMPILED)
     assert profile.kind == "measured" and profile.gpu_name == "NVIDIA H100 80GB HBM3"
     run = pagesim.simulate(
         {
             "workload": {"num_requests": 20},
             "arrivals": {"rate_req_s": 2.0},
-            "hardware": {"gpu": "h100-sxm", "model": "llama-2-7b",
-                         "profile": "h100-sxm-llama-2-7b-iterations"},
+            "hardware": {"gpu": "h100-sxm", "model": "llama-2-7b", "profile": shipped.name},
         }
     )  # fmt: skip
     assert run.summary_frame["num_finished"].iloc[0] == 20
@@ -170,3 +175,20 @@ def test_the_gpu_script_without_pytorch_says_so():
     out = subprocess.run([sys.executable, str(script), "--device", "cpu"], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode != 0 and "needs PyTorch" in out.stderr
+
+
+def test_a_repeat_is_compared_shape_by_shape(tmp_path):
+    rows = [_row(batch=b, median_s=0.007 + 0.001 * b) for b in (1, 2, 4)]
+    table = read_steps(_table(tmp_path / "it.csv", rows))
+    again = [r | {"median_s": r["median_s"] * f} for r, f in zip(rows[:2], (1.1, 0.9), strict=True)]
+    lines = repeat_section(table, read_steps(_table(tmp_path / "repeat.csv", again)))
+    row = next(line for line in lines if line.startswith("| llama-2-7b |"))
+    assert row == "| llama-2-7b | 1 | decode | 2 | 1.000 | 0.900–1.100 |"
+    assert "1 shapes of the repeated models are not in the repeat." in lines
+    # beside the table, fit_iterations adds it to the report
+    _table(tmp_path / "repeat.csv", again)
+    _, report = fit_iterations(
+        _known_law_table(tmp_path / "it.csv", np.random.default_rng(5)), "h100-sxm",
+        tmp_path / "out",
+    )  # fmt: skip
+    assert "## The same steps timed again" in report.read_text()

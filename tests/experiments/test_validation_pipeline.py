@@ -343,12 +343,13 @@ def test_h100_median_errors_within_the_targets(h100):
 def test_h100_same_gpu_steps_replay_the_llama_2_7b_stages_only(h100):
     # experiments/validation/h100_protocol.md: where the iterations profile is used
     _, (study, table, _, replays) = h100
-    rows = table[table["cost_model"] == "iterations"]
-    assert set(rows["run"]) == {v.name for v in study.runs if v.name.startswith("llama-2-7b-")}
-    assert len(set(rows["run"])) == 5 and not rows["headline"].any()
-    assert set(rows["role"]) == {"held_out"}
-    assert all((v.name, "iterations") not in replays for v in study.runs
-               if not v.name.startswith("llama-2-7b-"))  # fmt: skip
+    for name in ("iterations", "iterations-compiled"):  # the second post hoc, same stages
+        rows = table[table["cost_model"] == name]
+        assert set(rows["run"]) == {v.name for v in study.runs if v.name.startswith("llama-2-7b-")}
+        assert len(set(rows["run"])) == 5 and not rows["headline"].any()
+        assert set(rows["role"]) == {"post_hoc" if name.endswith("compiled") else "held_out"}
+        assert all((v.name, name) not in replays for v in study.runs
+                   if not v.name.startswith("llama-2-7b-"))  # fmt: skip
 
 
 def test_docs_validation_h100_page_is_up_to_date(h100):
