@@ -20,9 +20,10 @@ H100 operator tables; its attention projected from A100 timings, said in its ter
 ``h100-sxm-llama-2-7b-iterations`` (whole steps of the model timed on an H100 by
 ``benchmarks/gpu_iterations.py``; decided before any replay, ``h100_protocol.md``);
 ``iterations-compiled``, the same stages, post hoc (the layer through ``torch.compile``,
-measured after the ``iterations`` replay was seen; the protocol's addendum). Not modelled, and said on the page: the Mixtral experiments
-(mixture of experts), the server's 8 GiB CPU KV offload, the prefix cache carried from one
-stage to the next, the client's streaming cost. The client's ITL and TPOT count every
+measured after the ``iterations`` replay was seen; the protocol's addendum). Not
+modelled, and said on the page: the Mixtral experiments (mixture of experts), the
+server's 8 GiB CPU KV offload, the prefix cache carried from one stage to the next, the
+client's streaming cost. The client's ITL and TPOT count every
 streamed line, separators included (inference-sim's notes): they read about half the
 real inter-token time, so the goals are on E2E and TTFT, and ITL is reported as is.
 """
@@ -241,6 +242,7 @@ def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep) -> 
         "ttft": req["ttft_s"].to_numpy(dtype=float),
         "itl": tpot,  # every gap of a request is its TPOT in a step-by-step replay, in the mean
     }
+    role = next(c for c in study.cost_models if c.name == cost_name).role(vrun)
     rows = []
     for metric, key in STATS.items():
         stats = latency.get(key, {})
@@ -254,7 +256,7 @@ def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep) -> 
                     "run": vrun.name,
                     "rate": vrun.rate,
                     "launch": vrun.launch,
-                    "role": next(c for c in study.cost_models if c.name == cost_name).role(vrun),
+                    "role": role,
                     "cost_model": cost_name,
                     "headline": cost_name == study.headline.name,
                     "metric": metric,
