@@ -301,6 +301,42 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
     return out
 
 
+def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
+    """The Llama-2-7B stages' mean E2E and TTFT under every cost model side by side: the
+    whole-step profiles timed on an H100 (the second post hoc) beside the headline."""
+    names = [c.name for c in study.cost_models if c.runs is not None]
+    if not names:
+        return []
+    post_hoc = [c.name for c in study.cost_models if c.post_hoc]
+    shown = [study.headline.name, *names]
+    sel = table[table["cost_model"].isin(shown) & (table["stat"] == "mean")]
+    sel = sel[sel["run"].isin(set(table.loc[table["cost_model"] == names[0], "run"]))]
+    head = " | ".join(f"{n}{' (post hoc)' if n in post_hoc else ''}" for n in shown)
+    lines = [
+        "",
+        "## Whole steps timed on an H100 (the Llama-2-7B stages)",
+        "",
+        "Mean E2E and TTFT, measured and each cost model's error: the headline beside the "
+        "profiles of whole Llama-2-7B steps that pagesim timed on an H100 "
+        "(`benchmarks/gpu_iterations.py`: a PyTorch forward under CUDA graphs, no host "
+        "time; `experiments/validation/h100_protocol.md` says which was decided before any "
+        "replay and which after).",
+        "",
+        f"| stage | rate | metric | measured ms | {head} |",
+        "|---|---|---|---|" + "---|" * len(shown),
+    ]
+    for (run, metric), sub in sel.groupby(["run", "metric"], sort=False):
+        if metric not in ("e2e", "ttft"):
+            continue
+        by = sub.set_index("cost_model")
+        cells = " | ".join(pct(by.at[n, "error"]) if n in by.index else "—" for n in shown)
+        lines.append(
+            f"| {run} | {sub['rate'].iloc[0]:g} | {metric.upper()} | "
+            f"{sub['measured_ms'].iloc[0]:,.1f} | {cells} |"
+        )
+    return lines
+
+
 def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     lines = [
         "## The experiments",
@@ -321,6 +357,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         )
     lines += ["", "Not replayed:", ""]
     lines += [f"- {line}" for line in study.extra["skipped"]]
+    lines += _same_gpu_lines(study, table)
     lines += [
         "",
         "## What is not modelled",
