@@ -22,13 +22,17 @@ pagesim's other dependencies (docs/calibration.md, "When a GPU is available"):
 - ``gpu-wheels`` downloads those dependencies' wheels for that Python and platform into
   ``gpu_wheels/`` (not in git), with the CUDA headers of the local toolkit (NVRTC needs
   ``cuda_fp16.h``; used there only if CuPy finds none) and a manifest.
-- ``gpu-calibrate [--out DIR] [--budget-s S] [--dry-run] [ARGS]`` runs there, with no
+- ``gpu-calibrate [--out DIR] [--budget-s S] [--iterations-budget-s S] [--dry-run] [ARGS]``
+  runs there, with no
   virtual environment: it installs the carried wheels that this Python lacks into
   ``build/gpu-site-<python>`` (pip ``--no-index``, or unpacking them where pip is
   missing or refuses), then runs ``pagesim calibrate``
   from the sources (``PAGESIM_PURE_PYTHON=1``; the package's folders are found through
   ``pagesim.__path__``) with a time budget, into DIR (default ``$OUT``), teeing everything
-  to ``DIR/run.log``. ARGS go to ``pagesim calibrate``.
+  to ``DIR/run.log``. ARGS go to ``pagesim calibrate``. Then, where that Python has
+  PyTorch and sees the GPU, ``benchmarks/gpu_iterations.py`` times whole model steps into
+  ``DIR/iterations.csv`` for ``--iterations-budget-s`` seconds (default 180; 0: skip),
+  for ``pagesim calibrate iterations``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ GPU_PYTHON = "3.12"
 GPU_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 GPU_MACHINE_HAS = ("numpy", "pandas", "matplotlib", "pyyaml", "tqdm")
 GPU_BUDGET_S = 240.0
+#: seconds for benchmarks/gpu_iterations.py's whole steps after the kernels (0: none)
+GPU_ITERATIONS_BUDGET_S = 180.0
 #: runs pagesim's CLI from the sources: ``python -c SOURCE_RUN ROOT ARGS...``
 SOURCE_RUN = (
     "import sys; root = sys.argv.pop(1); import pagesim; pagesim.__path__.append(root); "
@@ -230,6 +236,27 @@ def install_wheels(
             z.extractall(target)
 
 
+def _whole_steps(out: Path, budget_s: float, env: dict[str, str], log) -> None:
+    """benchmarks/gpu_iterations.py into ``out/iterations.csv`` (its lines into the log),
+    where this Python has PyTorch and a GPU; else one line saying why not. Its failure is
+    logged, never the call's: the kernel profile is already written."""
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    found = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True)
+    if found.returncode != 0:
+        why = "no CUDA GPU visible to PyTorch" if found.returncode == 3 else "no PyTorch here"
+        log(f"whole steps: skipped ({why}); benchmarks/gpu_iterations.py needs both")
+        return
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_iterations.py"), "--out",
+           str(out / "iterations.csv"), "--budget-s", f"{budget_s:g}"]  # fmt: skip
+    log("+ " + " ".join(cmd[1:]))
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        log(line.rstrip("\n"))
+    log(f"whole steps: exit {proc.wait()}")
+
+
 def gpu_calibrate(argv: list[str]) -> int:
     """Install what is missing, check, run ``pagesim calibrate`` within a budget (module doc)."""
     started = time.perf_counter()
@@ -245,6 +272,7 @@ def gpu_calibrate(argv: list[str]) -> int:
 
     out = Path(take("--out", os.environ.get("OUT") or str(ROOT / "out" / "gpu-calibrate")))
     budget = take("--budget-s", str(GPU_BUDGET_S))
+    steps_budget = float(take("--iterations-budget-s", str(GPU_ITERATIONS_BUDGET_S)))
     dry_run = "--dry-run" in args
     out.mkdir(parents=True, exist_ok=True)
     log = Tee(out / "run.log")
@@ -292,6 +320,8 @@ def gpu_calibrate(argv: list[str]) -> int:
         for line in proc.stdout:
             log(line.rstrip("\n"))
         code = proc.wait()
+        if code == 0 and steps_budget > 0:
+            _whole_steps(out, steps_budget, env, log)
         files = sorted(p for p in out.iterdir() if p.is_file())
         log("output: " + ", ".join(f"{p.name} ({p.stat().st_size / 1024:.0f} KiB)" for p in files))
         log(f"gpu-calibrate: exit {code} after {time.perf_counter() - started:.0f} s")
