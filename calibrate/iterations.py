@@ -39,7 +39,11 @@ import pandas as pd
 
 from pagesim.calibrate.tables import BATCH, POSITIVE_TOKENS, TP, read_table
 from pagesim.errors import DataError
-from pagesim.simulator.costmodel.iteration import uniform_decode_features, uniform_prefill_features
+from pagesim.simulator.costmodel.iteration import (
+    ALLREDUCE_KEY,
+    uniform_decode_features,
+    uniform_prefill_features,
+)
 from pagesim.simulator.model_gpu_specs import ModelSpec, get_model
 from pagesim.simulator.plan import BatchPlan
 
@@ -380,6 +384,7 @@ def fit_iterations(
             "source": "benchmarks/gpu_iterations.py whole-step times",
             "timer": "CUDA events around CUDA-graph replays (median)",
             "attention": ", ".join(attention),
+            ALLREDUCE_KEY: "no",
         },
         notes=" ".join(notes),
     )

@@ -33,6 +33,7 @@ from pagesim.simulator.costmodel.iteration import (
     ITERATION_TERMS,
     IterationCostModel,
     is_iteration_level,
+    steps_hold_allreduce,
 )
 from pagesim.simulator.costmodel.model import NEEDED_TERMS, CostModel
 from pagesim.simulator.costmodel.profile import Profile, load_profile
@@ -149,7 +150,12 @@ def cost_model_for(
             + (f" ({', '.join(drawn.fixed_terms)} keep no residuals)" if drawn.fixed_terms else "")
         )
     if is_iteration and tensor_parallel > 1:
-        parts.append(f"TP {tensor_parallel} (all-reduces inside the fitted steps)")
+        parts.append(
+            f"TP {tensor_parallel} (all-reduces inside the fitted steps)"
+            if steps_hold_allreduce(profile)
+            else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic NVLink "
+            "all-reduces added"
+        )
     kernels = (IterationCostModel if is_iteration else CostModel)(
         model,
         gpu,

@@ -24,7 +24,9 @@ kernels), and the roofline side the step's GEMMs and attention together.
 transfers`` (copy-on-write copies and swaps from the profile's ``block_copy``/``swap``
 terms, which ``make_cost_model`` fills from the analytic profile). Tensor parallelism is in
 the features (per-GPU shards); the all-reduces are inside the measured time, so none is
-added.
+added, unless the profile says its steps hold none (``allreduce_in_steps: no`` in its
+``software``: whole steps timed on one GPU by ``calibrate/iterations.py``); then two analytic
+NVLink all-reduces per layer are added at TP > 1, as the operator-level model adds them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ from pagesim.simulator.model_gpu_specs import ModelSpec
 from pagesim.simulator.plan import BatchPlan
 
 ITERATION_TERMS = ("prefill_iteration", "decode_iteration")
+#: ``Profile.software`` key of a profile whose steps were timed on one GPU without the
+#: all-reduces (``calibrate/iterations.py``): at TP > 1 they are added, analytic, per layer
+ALLREDUCE_KEY = "allreduce_in_steps"
+
+
+def steps_hold_allreduce(profile) -> bool:
+    """Whether an iteration-level profile's fitted steps include the TP all-reduces
+    (Splitwise's do; pagesim's one-GPU timings say ``allreduce_in_steps: no``)."""
+    return str(profile.software.get(ALLREDUCE_KEY, "yes")).lower() != "no"
 
 
 def is_iteration_level(terms) -> bool:
@@ -102,6 +113,8 @@ class IterationCostModel(CostModel):
         super().__init__(
             model, gpu, profile, tensor_parallel=tensor_parallel, description=description
         )
+        #: the steps were timed without communication: add the analytic all-reduces
+        self._add_allreduce = tensor_parallel > 1 and not steps_hold_allreduce(profile)
 
     def step_time_s(self, plan: BatchPlan) -> float:
         return self.summed_step_time_s(plan)
@@ -113,6 +126,8 @@ class IterationCostModel(CostModel):
         if plan.num_seqs:
             name = "prefill_iteration" if plan.num_prefill_seqs else "decode_iteration"
             t += self._iteration[name].time_s(step_features(self.model, self.tensor_parallel, plan))
+            if self._add_allreduce:
+                t += 2 * self.model.num_layers * self.allreduce_time_s(plan.num_tokens)
         return t
 
     def _decode_step_time_fn(self, *, is_paged: bool) -> Callable[[int, int, int], float]:

@@ -192,3 +192,27 @@ def test_a_repeat_is_compared_shape_by_shape(tmp_path):
         tmp_path / "out",
     )  # fmt: skip
     assert "## The same steps timed again" in report.read_text()
+
+
+def test_steps_timed_without_all_reduce_get_them_added_at_tp_above_one():
+    from pagesim.simulator.costmodel.factory import cost_model_for
+    from pagesim.simulator.costmodel.iteration import step_features as whole_step
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+    from pagesim.simulator.plan import BatchPlan
+
+    model, gpu = get_model("llama-2-7b"), get_gpu("h100-sxm")
+    plan = BatchPlan.from_lens(decode_context_lens=(512,) * 8)
+    profile = load_profile(SHIPPED / "profile.yaml")
+    assert profile.software["allreduce_in_steps"] == "no"
+    term = profile.terms["decode_iteration"]
+    for tp in (1, 2):
+        cost = cost_model_for(SHIPPED.name, model, gpu, tensor_parallel=tp)
+        f = whole_step(model, tp, plan)
+        bare = term.time_s(f.bytes_, f.flops, f.blocks, f.seqs, f.tokens)
+        allreduce = 2 * model.num_layers * cost.allreduce_time_s(plan.num_tokens)
+        assert (allreduce > 0) == (tp > 1)
+        assert cost.step_time_s(plan) == pytest.approx(bare + allreduce, rel=1e-9)
+        assert ("analytic NVLink all-reduces added" in cost.description) == (tp > 1)
+    # Splitwise's steps were timed on whole TP groups: nothing is added there
+    split = cost_model_for("h100-sxm-splitwise", get_model("llama-2-70b"), gpu, tensor_parallel=4)
+    assert "all-reduces inside the fitted steps" in split.description
