@@ -253,6 +253,14 @@ def main(argv: list[str] | None = None) -> int:
         "its models); rows 'eager' and 'compiled' in the attention column",
     )
     args = parser.parse_args(argv)
+    try:  # every entry checked before a GPU second is spent
+        models = [(entry, *iterations.parse_model(entry)) for entry in args.models]
+    except Exception as exc:  # noqa: BLE001 - the catalogue's message names the known models
+        sys.exit(f"gpu_iterations: --models: {exc}")
+    other = [entry for entry, model, _ in models if model.arch != "llama"]
+    if other:
+        sys.exit(f"gpu_iterations: --models: {other[0]} is not of the Llama architecture "
+                 "(RMSNorm, gated MLP), the only one this forward builds")  # fmt: skip
     try:
         import torch
     except ImportError:
@@ -279,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(iterations.COLUMNS))
         writer.writeheader()
-        for entry in args.models:
-            model, tp = iterations.parse_model(entry)
+        for entry, model, tp in models:
             started = time.perf_counter()
             try:
                 shard = Shard(torch, model, tp, args.device, None if on_gpu else 2)

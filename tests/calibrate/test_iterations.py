@@ -216,3 +216,15 @@ def test_steps_timed_without_all_reduce_get_them_added_at_tp_above_one():
     # Splitwise's steps were timed on whole TP groups: nothing is added there
     split = cost_model_for("h100-sxm-splitwise", get_model("llama-2-70b"), gpu, tensor_parallel=4)
     assert "all-reduces inside the fitted steps" in split.description
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [(["nope-7b"], "unknown model 'nope-7b'"), (["opt-13b"], "not of the Llama architecture"),
+     (["llama-2-7b@tp3"], "do not split 3 ways")],
+)  # fmt: skip
+def test_the_gpu_script_refuses_a_model_it_cannot_build_before_anything_else(models, message):
+    script = ROOT / "benchmarks" / "gpu_iterations.py"
+    out = subprocess.run([sys.executable, str(script), "--models", *models], capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode != 0 and message in out.stderr and "--models" in out.stderr
