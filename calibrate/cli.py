@@ -89,8 +89,10 @@ def _register_iterations(sub: argparse._SubParsersAction) -> None:
             "Read the step table benchmarks/gpu_iterations.py wrote on a GPU (whole forward "
             "passes of a model, CUDA-graph replays) and fit the iteration-level terms "
             "prefill_iteration and decode_iteration on its TP-1 rows (20%% held out, seeded), "
-            "as for Splitwise's iterations. Rows of a TP shard (no all-reduce on one GPU) are "
-            "not fitted; the report sets every row beside the shipped H100 profiles' price. "
+            "as for Splitwise's iterations; with --model, on that model's rows at whatever TP "
+            "they were timed (a shard's steps hold no all-reduce: the profile says so and the "
+            "simulator adds them). The report sets every row beside the shipped H100 profiles' "
+            "price. "
             "The profile is labelled kind 'measured'."
         ),
     )
@@ -99,6 +101,12 @@ def _register_iterations(sub: argparse._SubParsersAction) -> None:
     it.add_argument("--gpu-name", default=None, help="the device's own name, for the profile")
     it.add_argument("--out", required=True, help="folder for profile.yaml and report.md")
     it.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    it.add_argument(
+        "--model",
+        default=None,
+        help="fit this model's steps at whatever TP they were timed (a shard's: the simulator "
+        "adds the all-reduces); default: every TP-1 step",
+    )
     it.set_defaults(func=_iterations)
 
 
@@ -112,10 +120,13 @@ def _iterations(args: argparse.Namespace) -> int:
     argv = ["iterations", path.name, "--gpu", args.gpu]
     if args.gpu_name:
         argv += ["--gpu-name", args.gpu_name]
+    if args.model:
+        argv += ["--model", args.model]
     command = "pagesim calibrate " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
     profile, report = fit_iterations(
-        path, args.gpu, Path(args.out), seed=args.seed, command=command, gpu_name=args.gpu_name
-    )
+        path, args.gpu, Path(args.out), seed=args.seed, command=command, gpu_name=args.gpu_name,
+        model=args.model,
+    )  # fmt: skip
     print(f"profile: {profile}")
     print(f"report: {report}")
     return 0

@@ -200,24 +200,34 @@ def step_features(r):
     return uniform_decode_features(model, tp, int(r.batch), int(r.context))
 
 
-def iteration_rows(df: pd.DataFrame) -> StepRows:
-    """``prefill_iteration`` and ``decode_iteration`` rows of the TP-1 steps (module doc)."""
+def iteration_rows(df: pd.DataFrame, model: str | None = None) -> StepRows:
+    """``prefill_iteration`` and ``decode_iteration`` rows (module doc): of the TP-1 steps,
+    or, with ``model``, of that model's steps at whatever TP they were timed (a shard's
+    steps hold no all-reduce; the profile says so and the simulator adds them)."""
+    if model is not None and model not in set(df["model"]):
+        raise DataError(
+            f"--model {model!r}: no step of it in the table; present: {sorted(set(df['model']))}"
+        )
     rows, left_out = [], []
     for r in df.itertuples(index=False):
-        if int(r.tensor_parallel) > 1:
+        if (r.model != model) if model is not None else int(r.tensor_parallel) > 1:
             continue
         term = "prefill_iteration" if r.phase == "prefill" else "decode_iteration"
         rows.append(_row(term, r, step_features(r)))
-    sharded = df[df["tensor_parallel"] > 1]
-    for (model, tp), sub in sharded.groupby(["model", "tensor_parallel"], sort=True):
+    others = df[df["model"] != model] if model is not None else df[df["tensor_parallel"] > 1]
+    for (name, tp), sub in others.groupby(["model", "tensor_parallel"], sort=True):
         left_out.append(
-            f"{model} TP {tp}: {len(sub)} steps of one GPU's shard without the all-reduce "
-            "(compared, not fitted)"
+            f"{name} TP {tp}: {len(sub)} steps "
+            + (
+                "of another model"
+                if model is not None
+                else "of one GPU's shard without the all-reduce (compared, not fitted)"
+            )
         )
     if not rows:
         raise DataError(
-            "no TP-1 step in the table: an iteration-level profile needs whole steps of one "
-            "GPU with nothing left out (sharded steps lack their all-reduce)"
+            "no TP-1 step in the table: give --model NAME to fit a model's shard steps (the "
+            "simulator adds their all-reduces)"
         )
     return StepRows(pd.DataFrame(rows), tuple(left_out))
 
@@ -331,8 +341,10 @@ def fit_iterations(
     command: str = "",
     date: str | None = None,
     gpu_name: str | None = None,
+    model: str | None = None,
 ) -> tuple[Path, Path]:
-    """Fit an iteration-level profile (kind ``measured``) on a step table's TP-1 rows, with
+    """Fit an iteration-level profile (kind ``measured``) on a step table's TP-1 rows (or
+    ``model``'s rows at its TP: :func:`iteration_rows`), with
     the same fit and hold-out as every calibration (``fit_all``, 20% held out, seeded);
     write ``profile.yaml``, ``report.md`` (the fit, the rows left out, and
     :func:`priced_section`) and the predicted-vs-measured plot into ``out_dir``."""
@@ -350,7 +362,7 @@ def fit_iterations(
         raise ConfigError(f"--gpu: {gpu!r} is not a known GPU; known: {sorted(GPUS)}")
     path = Path(path)
     table = read_steps(path)
-    got = iteration_rows(table)
+    got = iteration_rows(table, model)
     df = got.rows
     fits = fit_all(df, np.random.default_rng(seed))
     models = ", ".join(sorted(df["model"].unique()))
@@ -358,9 +370,14 @@ def fit_iterations(
     forward = "a PyTorch forward with its layer through torch.compile" if compiled else (
         "a PyTorch forward"
     )
+    tps = ", ".join(str(t) for t in sorted(df["tensor_parallel"].unique()))
+    shard = (
+        "" if tps == "1" else ", one GPU's shard, without the all-reduces the simulator adds"
+    )
     what = (
-        f"whole steps of {models} at TP 1 timed by benchmarks/gpu_iterations.py on this GPU "
-        f"(CUDA-graph replays of {forward}: every layer, LM head, greedy pick; no host time)"
+        f"whole steps of {models} at TP {tps} timed by benchmarks/gpu_iterations.py on this "
+        f"GPU (CUDA-graph replays of {forward}: every layer, LM head, greedy pick; no host "
+        f"time{shard})"
     )
     terms = {name: fit.to_term(f"fitted on {path.name}: {what}") for name, fit in fits.items()}
     notes = [

@@ -16,9 +16,10 @@ server's settings (``exp-config.yaml``: ``max_num_seqs``, ``max_num_batched_toke
 
 Cost models: ``kernels`` (headline): the shipped ``h100-sxm-vidur`` (GEMMs fitted on Vidur's
 H100 operator tables; its attention projected from A100 timings, said in its terms'
-``origin``); ``analytic``; ``iterations``, for the Llama-2-7B stages only: the shipped
-``h100-sxm-llama-2-7b-iterations`` (whole steps of the model timed on an H100 by
-``benchmarks/gpu_iterations.py``; decided before any replay, ``h100_protocol.md``);
+``origin``); ``analytic``; ``iterations``: each stage's model's whole steps timed on an
+H100 by ``benchmarks/gpu_iterations.py`` (the shipped ``h100-sxm-*-iterations``; a
+shard's at TP > 1, the all-reduces added analytic; decided before any replay under it,
+``h100_protocol.md`` and its second addendum);
 ``iterations-compiled``, the same stages, post hoc (the layer through ``torch.compile``,
 measured after the ``iterations`` replay was seen; the protocol's addendum). Not
 modelled, and said on the page: the Mixtral experiments (mixture of experts), the
@@ -65,6 +66,13 @@ PROFILE = "h100-sxm-vidur"
 #: with where it is used, before any replay under it)
 ITERATIONS_PROFILE = "h100-sxm-llama-2-7b-iterations"
 ITERATIONS_MODEL = "llama-2-7b"
+#: each dense model's whole-step profile at its runs' TP (the shards' steps, all-reduces
+#: added by the simulator; h100_protocol.md, addendum 2)
+ITERATIONS_PROFILES = {
+    ("llama-2-7b", 1): ITERATIONS_PROFILE,
+    ("codellama-34b", 2): "h100-sxm-codellama-34b-tp2-iterations",
+    ("llama-2-70b", 4): "h100-sxm-llama-2-70b-tp4-iterations",
+}
 #: the same steps with the layer through torch.compile: POST HOC (measured after the first
 #: replay under ITERATIONS_PROFILE had been seen; h100_protocol.md's addendum)
 COMPILED_PROFILE = "h100-sxm-llama-2-7b-compiled-iterations"
@@ -184,6 +192,17 @@ def _stage_trace(trace, part: pd.DataFrame, name: str):
     )
 
 
+def _iteration_profiles(vruns) -> dict[str, str]:
+    """Each dense stage's whole-step profile (its model at its TP; h100_protocol.md)."""
+    out = {}
+    for v in vruns:
+        hw = v.settings["hardware"]
+        profile = ITERATIONS_PROFILES.get((hw["model"], hw.get("tensor_parallel", 1)))
+        if profile is not None:
+            out[v.name] = profile
+    return out
+
+
 def _iteration_runs(vruns) -> frozenset[str]:
     """The stages the whole-step profiles replay: Llama-2-7B at TP 1 (h100_protocol.md)."""
     return frozenset(
@@ -212,10 +231,13 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             CostModelChoice(
                 "iterations",
                 ITERATIONS_PROFILE,
-                note="whole Llama-2-7B steps timed on an H100 by pagesim (PyTorch forward, "
-                "CUDA graphs, no host time); the Llama-2-7B stages only "
+                note="whole steps of each stage's model timed on an H100 by pagesim (a "
+                "PyTorch forward of its shard under CUDA graphs, no host time; at TP > 1 the "
+                "all-reduces added, analytic): h100-sxm-llama-2-7b-iterations, "
+                "h100-sxm-codellama-34b-tp2-iterations, h100-sxm-llama-2-70b-tp4-iterations "
                 "(experiments/validation/h100_protocol.md); nothing fitted on these runs",
-                runs=_iteration_runs(vruns),
+                per_run=_iteration_profiles(vruns),
+                runs=frozenset(_iteration_profiles(vruns)),
             ),
             CostModelChoice(
                 "iterations-compiled",
@@ -274,10 +296,13 @@ def open_loop_rows(study: Study, replays: dict) -> list[dict]:
     return []
 
 
-def _per_experiment(table: pd.DataFrame, study: Study, metric: str) -> pd.Series:
-    """Per experiment: the mean |error| of ``metric``'s mean over its replayed stages."""
+def _per_experiment(
+    table: pd.DataFrame, study: Study, metric: str, cost: str | None = None
+) -> pd.Series:
+    """Per experiment: the mean |error| of ``metric``'s mean over its replayed stages
+    (under ``cost``; default the headline)."""
     sub = table[
-        (table["cost_model"] == study.headline.name)
+        (table["cost_model"] == (cost or study.headline.name))
         & (table["metric"] == metric)
         & (table["stat"] == "mean")
     ]
@@ -302,8 +327,9 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
 
 
 def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
-    """The Llama-2-7B stages' mean E2E and TTFT under every cost model side by side: the
-    whole-step profiles timed on an H100 (the second post hoc) beside the headline."""
+    """The dense stages' mean E2E and TTFT under every cost model side by side: the
+    whole-step profiles timed on an H100 (the compiled one post hoc, 7B only) beside the
+    headline."""
     names = [c.name for c in study.cost_models if c.runs is not None]
     if not names:
         return []
@@ -314,13 +340,14 @@ def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
     head = " | ".join(f"{n}{' (post hoc)' if n in post_hoc else ''}" for n in shown)
     lines = [
         "",
-        "## Whole steps timed on an H100 (the Llama-2-7B stages)",
+        "## Whole steps timed on an H100",
         "",
         "Mean E2E and TTFT, measured and each cost model's error: the headline beside the "
-        "profiles of whole Llama-2-7B steps that pagesim timed on an H100 "
-        "(`benchmarks/gpu_iterations.py`: a PyTorch forward under CUDA graphs, no host "
-        "time; `experiments/validation/h100_protocol.md` says which was decided before any "
-        "replay and which after).",
+        "profiles of whole steps of each stage's model that pagesim timed on an H100 "
+        "(`benchmarks/gpu_iterations.py`: a PyTorch forward of one GPU's shard under CUDA "
+        "graphs, no host time; at TP > 1 the all-reduces added, analytic; "
+        "`experiments/validation/h100_protocol.md` says which was decided before any "
+        "replay and which after; — : not replayed under it).",
         "",
         f"| stage | rate | metric | measured ms | {head} |",
         "|---|---|---|---|" + "---|" * len(shown),
@@ -333,6 +360,20 @@ def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
         lines.append(
             f"| {run} | {sub['rate'].iloc[0]:g} | {metric.upper()} | "
             f"{sub['measured_ms'].iloc[0]:,.1f} | {cells} |"
+        )
+    lines += [
+        "",
+        "The goals' statistic (per experiment the mean |error| over its replayed stages, then "
+        "the median over the experiments) under each:",
+        "",
+        "| cost model | experiments | E2E | TTFT |",
+        "|---|---|---|---|",
+    ]
+    for name in shown:
+        e2e, ttft = (_per_experiment(table, study, m, name) for m in ("e2e", "ttft"))
+        lines.append(
+            f"| {name}{' (post hoc)' if name in post_hoc else ''} | {len(e2e)} | "
+            f"{e2e.median():.1%} | {ttft.median():.1%} |"
         )
     return lines
 

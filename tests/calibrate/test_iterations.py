@@ -4,6 +4,7 @@ shipped H100 profile rebuilt from its own table, and the H100 replay that uses i
 where its protocol says."""
 
 import csv
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,10 @@ from pagesim.simulator.costmodel.profile import load_profile
 ROOT = DEFAULT_PROFILES_DIR.parents[1]
 SHIPPED = DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-7b-iterations"
 COMPILED = DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-7b-compiled-iterations"
+SHARDS = [
+    DEFAULT_PROFILES_DIR / "h100-sxm-codellama-34b-tp2-iterations",
+    DEFAULT_PROFILES_DIR / "h100-sxm-llama-2-70b-tp4-iterations",
+]
 
 
 def test_the_plan_keeps_every_shape_inside_its_token_limits():
@@ -96,8 +101,14 @@ def test_shard_rows_are_left_out_with_their_reason_and_never_fitted(tmp_path):
         "llama-2-70b TP 4: 1 steps of one GPU's shard without the all-reduce (compared, not fitted)",
     )
     only_shards = read_steps(_table(tmp_path / "s.csv", rows[2:]))
-    with pytest.raises(DataError, match="no TP-1 step"):
+    with pytest.raises(DataError, match="no TP-1 step in the table: give --model NAME"):
         iteration_rows(only_shards)
+    # with --model, that model's shard steps are fitted and the others left out
+    got = iteration_rows(read_steps(_table(tmp_path / "it.csv", rows)), "llama-2-70b")
+    assert list(got.rows["tensor_parallel"]) == [4]
+    assert got.left_out == ("llama-2-7b TP 1: 2 steps of another model",)
+    with pytest.raises(DataError, match="--model 'opt-13b': no step of it in the table"):
+        iteration_rows(only_shards, "opt-13b")
 
 
 def _known_law_table(path, rng):
@@ -137,16 +148,19 @@ def test_the_command_line_fits_a_table(tmp_path):
     assert (tmp_path / "p" / "profile.yaml").is_file() and "report:" in out.stdout
 
 
-@pytest.mark.parametrize("shipped", [SHIPPED, COMPILED], ids=lambda p: p.name)
+@pytest.mark.parametrize("shipped", [SHIPPED, COMPILED, *SHARDS], ids=lambda p: p.name)
 def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path, shipped):
     copy = tmp_path / shipped.name
     shutil.copytree(shipped, copy)
     profile = load_profile(shipped / "profile.yaml")
     command = profile.command
     assert command.startswith("pagesim calibrate iterations iterations.csv --gpu h100-sxm")
+    words = shlex.split(command)
+    model = words[words.index("--model") + 1] if "--model" in words else None
+    assert (model is not None) == (shipped in SHARDS)
     fit_iterations(
         copy / "iterations.csv", "h100-sxm", copy, seed=0, command=command,
-        date=profile.date, gpu_name=profile.gpu_name,
+        date=profile.date, gpu_name=profile.gpu_name, model=model,
     )  # fmt: skip
     for name in ("profile.yaml", "report.md"):
         assert (copy / name).read_text() == (shipped / name).read_text(), (
@@ -157,11 +171,15 @@ def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path, shipped):
     compiled = "torch.compile" in profile.terms["decode_iteration"].origin
     assert compiled == (shipped == COMPILED)
     assert profile.kind == "measured" and profile.gpu_name == "NVIDIA H100 80GB HBM3"
+    assert profile.software["allreduce_in_steps"] == "no"
     run = pagesim.simulate(
         {
             "workload": {"num_requests": 20},
             "arrivals": {"rate_req_s": 2.0},
-            "hardware": {"gpu": "h100-sxm", "model": "llama-2-7b", "profile": shipped.name},
+            "hardware": {"gpu": "h100-sxm", "model": model or "llama-2-7b",
+                         "profile": shipped.name,
+                         "tensor_parallel": int(shipped.name.split("-tp")[1].split("-")[0])
+                         if shipped in SHARDS else 1},
         }
     )  # fmt: skip
     assert run.summary_frame["num_finished"].iloc[0] == 20

@@ -343,13 +343,18 @@ def test_h100_median_errors_within_the_targets(h100):
 def test_h100_same_gpu_steps_replay_the_llama_2_7b_stages_only(h100):
     # experiments/validation/h100_protocol.md: where the iterations profile is used
     _, (study, table, _, replays) = h100
-    for name in ("iterations", "iterations-compiled"):  # the second post hoc, same stages
+    # iterations: every dense stage under its own model's profile (addendum 2);
+    # iterations-compiled: post hoc, the Llama-2-7B stages only
+    for name, prefix, count in (("iterations", "", 15), ("iterations-compiled", "llama-2-7b-", 5)):
         rows = table[table["cost_model"] == name]
-        assert set(rows["run"]) == {v.name for v in study.runs if v.name.startswith("llama-2-7b-")}
-        assert len(set(rows["run"])) == 5 and not rows["headline"].any()
+        assert set(rows["run"]) == {v.name for v in study.runs if v.name.startswith(prefix)}
+        assert len(set(rows["run"])) == count and not rows["headline"].any()
         assert set(rows["role"]) == {"post_hoc" if name.endswith("compiled") else "held_out"}
         assert all((v.name, name) not in replays for v in study.runs
-                   if not v.name.startswith("llama-2-7b-"))  # fmt: skip
+                   if not v.name.startswith(prefix))  # fmt: skip
+    iterations = next(c for c in study.cost_models if c.name == "iterations")
+    assert iterations.profile_for("llama-2-70b-tp4-general/s0") == "h100-sxm-llama-2-70b-tp4-iterations"
+    assert "analytic NVLink all-reduces added" in replays[("llama-2-70b-tp4-general/s0", "iterations")].description
 
 
 def test_docs_validation_h100_page_is_up_to_date(h100):
