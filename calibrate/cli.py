@@ -76,9 +76,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.set_defaults(func=_report)
     _register_import(sub)
     _register_iterations(sub)
+    _register_steps(sub)
     from pagesim.calibrate.serving_cli import register as register_fit_serving
 
     register_fit_serving(sub)
+
+
+def _register_steps(sub: argparse._SubParsersAction) -> None:
+    steps = sub.add_parser(
+        "steps",
+        help="time whole model steps on this GPU with PyTorch (CUDA graphs), for `iterations`",
+        description=(
+            "Build one GPU's shard of each model (random fp16 weights) and time whole forward "
+            "passes at decode and prefill step shapes, each captured as a CUDA graph and "
+            "replayed between CUDA events (FlashAttention through SDPA; no host time). Writes "
+            "the table `pagesim calibrate iterations` fits. Needs PyTorch and a CUDA GPU "
+            "(--device cpu checks the code without one)."
+        ),
+    )
+    steps_arguments(steps)
+    steps.set_defaults(func=_steps)
+
+
+def steps_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``pagesim calibrate steps`` (and of benchmarks/gpu_iterations.py);
+    declared here, without importing the timing code, so that ``pagesim --help`` stays quick."""
+    from pathlib import Path
+
+    parser.add_argument("--out", type=Path, default=Path("iterations.csv"), help="the CSV to write")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=None,
+        help="NAME or NAME@tpN (one GPU's shard of a TP-N group), Llama architecture; default: "
+        "calibrate.iterations.DEFAULT_MODELS, the H100 validation's dense models",
+    )
+    parser.add_argument("--budget-s", type=float, default=300.0, help="seconds over all models")
+    parser.add_argument("--repeats", type=int, default=20, help="timed replays per shape, at most")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="a diagnostic: a few shapes, each timed with the layer as written and again "
+        "with it through torch.compile (fused element-wise kernels, as vLLM V1 compiles "
+        "its models); rows 'eager' and 'compiled' in the attention column",
+    )
+    parser.add_argument(
+        "--full-grid", action="store_true", help="with --compile: every planned shape"
+    )
+
+
+def _steps(args: argparse.Namespace) -> int:
+    from pagesim.calibrate.torch_steps import run
+
+    return run(args)
 
 
 def _register_iterations(sub: argparse._SubParsersAction) -> None:

@@ -246,3 +246,11 @@ def test_the_gpu_script_refuses_a_model_it_cannot_build_before_anything_else(mod
     out = subprocess.run([sys.executable, str(script), "--models", *models], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode != 0 and message in out.stderr and "--models" in out.stderr
+
+
+def test_pagesim_calibrate_steps_refuses_what_it_cannot_time_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "pagesim", "calibrate", "steps", "--models",
+                          "opt-13b"], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode != 0
+    assert "calibrate steps: --models: opt-13b is not of the Llama architecture" in out.stderr
+    assert "Traceback" not in out.stderr
