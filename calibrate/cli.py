@@ -158,6 +158,13 @@ def _register_iterations(sub: argparse._SubParsersAction) -> None:
         help="fit this model's steps at whatever TP they were timed (a shard's: the simulator "
         "adds the all-reduces); default: every TP-1 step",
     )
+    it.add_argument(
+        "--forward",
+        choices=["eager", "compiled"],
+        default=None,
+        help="of a table `calibrate steps --compile` wrote (each shape timed both ways): "
+        "which forward's rows to fit",
+    )
     it.set_defaults(func=_iterations)
 
 
@@ -173,10 +180,12 @@ def _iterations(args: argparse.Namespace) -> int:
         argv += ["--gpu-name", args.gpu_name]
     if args.model:
         argv += ["--model", args.model]
+    if args.forward:
+        argv += ["--forward", args.forward]
     command = "pagesim calibrate " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
     profile, report = fit_iterations(
         path, args.gpu, Path(args.out), seed=args.seed, command=command, gpu_name=args.gpu_name,
-        model=args.model,
+        model=args.model, forward=args.forward,
     )  # fmt: skip
     print(f"profile: {profile}")
     print(f"report: {report}")

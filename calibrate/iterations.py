@@ -325,6 +325,28 @@ def repeat_section(table: pd.DataFrame, repeat: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
+#: the ``attention`` labels of a ``--compile`` table: each shape timed both ways
+FORWARDS = ("eager", "compiled")
+
+
+def one_forward(table: pd.DataFrame, forward: str | None, path: Path) -> pd.DataFrame:
+    """The rows of one forward: a ``--compile`` table times each shape twice (``eager``,
+    ``compiled``), and fitting both at once would fit two laws as one; ``forward`` picks."""
+    labels = set(table["attention"].astype(str)) & set(FORWARDS)
+    if forward is not None and forward not in FORWARDS:
+        raise DataError(f"--forward {forward!r}: allowed: {list(FORWARDS)}")
+    if forward is None:
+        if len(labels) > 1:
+            raise DataError(
+                f"{path}: each shape is timed both {' and '.join(FORWARDS)} (a --compile "
+                "table): give --forward eager or --forward compiled"
+            )
+        return table
+    if forward not in labels:
+        raise DataError(f"{path}: no {forward!r} rows (attention column: {sorted(labels)})")
+    return table[table["attention"] == forward].reset_index(drop=True)
+
+
 def _without_sources(text: str) -> str:
     """The report minus its (empty) table of others' sources: the times are pagesim's own."""
     head, sep, rest = text.partition("## Sources\n")
@@ -342,6 +364,7 @@ def fit_iterations(
     date: str | None = None,
     gpu_name: str | None = None,
     model: str | None = None,
+    forward: str | None = None,
 ) -> tuple[Path, Path]:
     """Fit an iteration-level profile (kind ``measured``) on a step table's TP-1 rows (or
     ``model``'s rows at its TP: :func:`iteration_rows`), with
@@ -361,7 +384,7 @@ def fit_iterations(
     if gpu not in GPUS:
         raise ConfigError(f"--gpu: {gpu!r} is not a known GPU; known: {sorted(GPUS)}")
     path = Path(path)
-    table = read_steps(path)
+    table = one_forward(read_steps(path), forward, path)
     got = iteration_rows(table, model)
     df = got.rows
     fits = fit_all(df, np.random.default_rng(seed))

@@ -157,10 +157,12 @@ def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path, shipped):
     assert command.startswith("pagesim calibrate iterations iterations.csv --gpu h100-sxm")
     words = shlex.split(command)
     model = words[words.index("--model") + 1] if "--model" in words else None
+    forward = words[words.index("--forward") + 1] if "--forward" in words else None
     assert (model is not None) == (shipped in SHARDS)
+    assert (forward == "compiled") == (shipped == COMPILED)
     fit_iterations(
         copy / "iterations.csv", "h100-sxm", copy, seed=0, command=command,
-        date=profile.date, gpu_name=profile.gpu_name, model=model,
+        date=profile.date, gpu_name=profile.gpu_name, model=model, forward=forward,
     )  # fmt: skip
     for name in ("profile.yaml", "report.md"):
         assert (copy / name).read_text() == (shipped / name).read_text(), (
@@ -254,3 +256,19 @@ def test_pagesim_calibrate_steps_refuses_what_it_cannot_time_in_one_line():
     assert out.returncode != 0
     assert "calibrate steps: --models: opt-13b is not of the Llama architecture" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_table_timed_both_ways_is_fitted_one_forward_at_a_time(tmp_path):
+    rows = [_row(batch=b, attention=a, median_s=t) for b in (1, 2, 4, 8, 16)
+            for a, t in (("eager", 0.008), ("compiled", 0.006))]  # fmt: skip
+    rows += [_row(phase="prefill", batch=b, new_tokens=p, context=p, attention=a)
+             for b in (1, 2) for p in (64, 256) for a in ("eager", "compiled")]  # fmt: skip
+    table = _table(tmp_path / "both.csv", rows)
+    with pytest.raises(DataError, match="give --forward eager or --forward compiled"):
+        fit_iterations(table, "h100-sxm", tmp_path / "out")
+    with pytest.raises(DataError, match="allowed"):
+        fit_iterations(table, "h100-sxm", tmp_path / "out", forward="fused")
+    profile_path, _ = fit_iterations(table, "h100-sxm", tmp_path / "out", forward="compiled")
+    profile = load_profile(profile_path)
+    assert profile.terms["decode_iteration"].num_points == 5
+    assert "torch.compile" in profile.terms["decode_iteration"].origin
