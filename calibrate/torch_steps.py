@@ -6,9 +6,10 @@ depend on (``pip install torch``; GPU machines with a serving stack have it). Fo
 a TP-N group, which runs no all-reduce) it builds the shard with random fp16 weights and
 times whole forward passes at the step shapes of :func:`pagesim.calibrate.iterations.plan_steps`
 (what each row of the table means: that module's docstring). Each step is captured as a
-CUDA graph once and replayed between CUDA events (three replays first; at least five
-timed, at most ``--repeats``); the median and interquartile range go to the CSV, one line
-per shape is printed. A model whose weights do not fit, or a shape that fails, is
+CUDA graph once (after one uncaptured run) and replayed between CUDA events (three
+replays first, the last one timed to size the count; then at least five timed, at most
+``--repeats``); the median and interquartile range go to the CSV, one line per shape is
+printed. A model whose weights do not fit, or a shape that fails, is
 reported and skipped; the budget stops a model's grid (``--budget-s`` over all models,
 split evenly), so the table always holds what was timed.
 
