@@ -1,31 +1,34 @@
 """Whole engine steps timed on a GPU: the plan, the table, and the rows an iteration-level
 profile is fitted on.
 
-``benchmarks/gpu_iterations.py`` runs on a GPU machine with PyTorch: it builds one GPU's
-shard of a model (random fp16 weights, every layer its own), and times whole forward
-passes, as a serving engine's step runs them: every layer's RMSNorm, QKV, rotary, K/V
-write, attention (PyTorch's ``scaled_dot_product_attention``, FlashAttention where it
-takes the shape), output projection, gated MLP, the final norm, the LM head over each
-sequence's last token and a greedy pick. Each step is captured once as a CUDA graph and
-replayed (vLLM V1 replays captured graphs; so the host's launch time is not in the times,
-as it is hidden there). What it writes, one row per step shape (:data:`COLUMNS`):
+``pagesim calibrate steps`` (``calibrate/torch_steps.py``; ``benchmarks/gpu_iterations.py``
+runs the same code from the sources) builds one GPU's shard of a model (random fp16
+weights, every layer its own) and times whole forward passes, as a serving engine's step
+runs them: every layer's RMSNorm, QKV, rotary, K/V write, attention (PyTorch's
+``scaled_dot_product_attention``, FlashAttention where it takes the shape), output
+projection, gated MLP, the final norm, the LM head over each sequence's last token and a
+greedy pick. Each step is captured once as a CUDA graph and replayed (vLLM V1 replays
+captured graphs; so the host's launch time is not in the times, as it is hidden there).
+What it writes, one row per step shape (:data:`COLUMNS`):
 
 - ``phase`` ``decode``: ``batch`` sequences each at ``context`` tokens, the last of them
   new (its K/V written in the step, the attention over all ``context``);
 - ``phase`` ``prefill``: ``batch`` prompts of ``new_tokens`` tokens each, no cached
   prefix (``context`` = ``new_tokens``), causal attention;
 - ``median_s``, ``iqr_s``, ``repeats``: the replays' CUDA-event times;
-- ``attention``: the SDPA backend that ran (``flash_attention`` unless it refused);
+- ``attention``: the SDPA backend that ran (``flash_attention`` unless it refused), or,
+  in a ``--compile`` table, which forward (``eager``, ``compiled``: :data:`FORWARDS`);
 - ``tensor_parallel``: the shard's TP degree. One GPU holds one shard and does **no
   all-reduce**: a row with ``tensor_parallel`` > 1 is the step's compute on one GPU of
-  the group, without the communication. Such rows are never fitted
-  (:func:`iteration_rows`), only compared.
+  the group, without the communication.
 
-:func:`plan_steps` is the grid (shared by the GPU script and the tests);
-:func:`read_steps` reads the table back with every cell checked; :func:`iteration_rows`
-turns the TP-1 rows into ``prefill_iteration`` / ``decode_iteration`` measurement rows
-over the simulator's own step features (``costmodel.iteration``), as Splitwise's
-whole-iteration times are (``splitwise.py``).
+:func:`plan_steps` is the grid (shared by the GPU code and the tests); :func:`read_steps`
+reads the table back with every cell checked; :func:`iteration_rows` turns the TP-1 rows
+(or one model's rows at its TP) into ``prefill_iteration`` / ``decode_iteration``
+measurement rows over the simulator's own step features (``costmodel.iteration``), as
+Splitwise's whole-iteration times are (``splitwise.py``); :func:`fit_iterations` fits and
+writes the profile, marked ``allreduce_in_steps: no`` so that at TP > 1 the simulator
+adds the all-reduces (analytic, over the GPU's link).
 """
 
 from __future__ import annotations
