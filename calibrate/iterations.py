@@ -224,7 +224,8 @@ def iteration_rows(df: pd.DataFrame, model: str | None = None) -> StepRows:
             + (
                 "of another model"
                 if model is not None
-                else "of one GPU's shard without the all-reduce (compared, not fitted)"
+                else "of one GPU's shard without the all-reduce (not fitted here: --model "
+                "fits a model's shard)"
             )
         )
     if not rows:

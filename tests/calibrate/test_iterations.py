@@ -98,7 +98,8 @@ def test_shard_rows_are_left_out_with_their_reason_and_never_fitted(tmp_path):
     assert sorted(got.rows["term"]) == ["decode_iteration", "prefill_iteration"]
     assert set(got.rows["tensor_parallel"]) == {1}
     assert got.left_out == (
-        "llama-2-70b TP 4: 1 steps of one GPU's shard without the all-reduce (compared, not fitted)",
+        "llama-2-70b TP 4: 1 steps of one GPU's shard without the all-reduce (not fitted here: "
+        "--model fits a model's shard)",
     )
     only_shards = read_steps(_table(tmp_path / "s.csv", rows[2:]))
     with pytest.raises(DataError, match="no TP-1 step in the table: give --model NAME"):
