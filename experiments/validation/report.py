@@ -94,63 +94,58 @@ def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] | None = None) ->
 
 def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     """Predicted vs measured per rate: TTFT, TPOT, E2E p50 (solid) and p90 (dashed), one
-    panel per metric, the real points in black; one line per cost model. Runs all at one
-    rate: :func:`draw_parity_chart` instead."""
+    panel per metric and one row of panels per launch (runs of different servers or
+    models are never averaged into one curve), the real points in black; one line per
+    cost model. Runs all at one rate: :func:`draw_parity_chart` instead."""
     from matplotlib.figure import Figure
 
     metrics = closed_metrics(table)
     if table[table["metric"].isin(metrics)]["rate"].nunique() < 2:
         return draw_parity_chart(study, table, path)
-    fig = Figure(figsize=(4.4 * len(metrics), 4.2))
-    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
     closed = table[table["metric"].isin(metrics)]
-    for ax, metric in zip(axes, metrics, strict=True):
-        sub = closed[closed["metric"] == metric]
-        first = sub[sub["cost_model"] == sub["cost_model"].iloc[0]]
-        for stat, style in (("p50", "o"), ("p90", "s")):
-            pts = first[first["stat"] == stat]
-            ax.scatter(
-                pts["rate"],
-                pts["measured_ms"],
-                color="k",
-                marker=style,
-                zorder=3,
-                label=f"measured {stat}",
-                s=22,
-            )
-        for i, (cost, c) in enumerate(sub.groupby("cost_model", sort=False)):
-            for stat, ls in (("p50", "-"), ("p90", "--")):
-                pts = c[c["stat"] == stat].groupby("rate")["predicted_ms"].mean()
-                ax.plot(
-                    pts.index,
-                    pts.to_numpy(),
-                    ls,
-                    color=colors[i % len(colors)],
-                    alpha=1.0 if stat == "p50" else 0.6,
-                    label=f"{cost} {stat}",
-                )
-            band = c[(c["stat"] == "p50") & c["lo_ms"].notna()]
-            if not band.empty:  # the headline's interval around its p50
-                per_rate = band.groupby("rate")[["lo_ms", "hi_ms"]].mean()
-                ax.fill_between(
-                    per_rate.index,
-                    per_rate["lo_ms"].clip(lower=1e-3),
-                    per_rate["hi_ms"],
-                    color=colors[i % len(colors)],
-                    alpha=0.15,
-                    label=f"{cost} p50 interval",
-                )
-        ax.set_yscale("log")
+    launches = list(dict.fromkeys(closed["launch"]))
+    height = 0.4 + 3.8 * len(launches)
+    fig = Figure(figsize=(4.4 * len(metrics), height))
+    grid = fig.subplots(len(launches), len(metrics), squeeze=False)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    order = list(dict.fromkeys(closed["cost_model"]))  # one color per cost model throughout
+    for row, launch in zip(grid, launches, strict=True):
+        of_launch = closed[closed["launch"] == launch]
+        for ax, metric in zip(row, metrics, strict=True):
+            _rate_panel(ax, of_launch[of_launch["metric"] == metric], order, colors)
+            ax.set_ylabel(f"{metric.upper()} (ms)")
+            ax.set_title(metric.upper() if len(launches) == 1 else f"{metric.upper()}: {launch}",
+                         fontsize=9)  # fmt: skip
+    for ax in grid[-1]:
         ax.set_xlabel("request rate (req/s)")
-        ax.set_ylabel(f"{metric.upper()} (ms)")
-        ax.set_title(metric.upper(), fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=6)
+    grid[0][0].legend(fontsize=6)
     fig.suptitle(textwrap.fill(study.title, 150), fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))  # room for the title
     fig.savefig(path, dpi=110)
     return path
+
+
+def _rate_panel(ax, sub: pd.DataFrame, order: list[str], colors: list[str]) -> None:
+    """One launch's one metric: the measured p50/p90 and each cost model's, per rate."""
+    first = sub[sub["cost_model"] == sub["cost_model"].iloc[0]]
+    for stat, style in (("p50", "o"), ("p90", "s")):
+        pts = first[first["stat"] == stat]
+        ax.scatter(pts["rate"], pts["measured_ms"], color="k", marker=style, zorder=3,
+                   label=f"measured {stat}", s=22)  # fmt: skip
+    for cost, c in sub.groupby("cost_model", sort=False):
+        color = colors[order.index(cost) % len(colors)]
+        for stat, ls in (("p50", "-"), ("p90", "--")):
+            pts = c[c["stat"] == stat].groupby("rate")["predicted_ms"].mean()
+            ax.plot(pts.index, pts.to_numpy(), ls, color=color,
+                    alpha=1.0 if stat == "p50" else 0.6, label=f"{cost} {stat}")  # fmt: skip
+        band = c[(c["stat"] == "p50") & c["lo_ms"].notna()]
+        if not band.empty:  # the headline's interval around its p50
+            per_rate = band.groupby("rate")[["lo_ms", "hi_ms"]].mean()
+            ax.fill_between(per_rate.index, per_rate["lo_ms"].clip(lower=1e-3),
+                            per_rate["hi_ms"], color=color, alpha=0.15,
+                            label=f"{cost} p50 interval")  # fmt: skip
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def draw_parity_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:

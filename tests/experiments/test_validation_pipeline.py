@@ -425,3 +425,36 @@ def test_per_request_coverage_is_held_out_run_by_run():
     assert (below["coverage"] >= 0.9).all()
     # c with the factor of a and b only: about one raw half-width, far too narrow for it
     assert (above["coverage"] < 0.6).all()
+
+
+def test_the_rate_chart_draws_each_launch_on_its_own_row(tmp_path, monkeypatch):
+    """Runs of different servers or models at one rate are never averaged into one curve."""
+    from matplotlib.figure import Figure
+
+    from pagesim.experiments.validation import report
+    from pagesim.experiments.validation.study import Study
+
+    rng = np.random.default_rng(0)
+    lat = lambda: pd.DataFrame({f"{m}_s": rng.uniform(0.1, 1.0, 50) for m in vcsv.METRICS})  # noqa: E731
+    rows = []
+    for launch in ("small-model", "large-model"):
+        for rate in (1.0, 2.0):
+            rows += vcsv.latency_rows(
+                lat(), lat(), dataset="d", run=f"{launch}/{rate}", rate=rate, launch=launch,
+                role="held_out", cost_model="analytic", headline=True,
+            )  # fmt: skip
+    table = vcsv.frame(rows)
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
+    study = Study(dataset="d", title="t", runs=[], cost_models=[])
+    report.draw_chart(study, table, tmp_path / "chart.png")
+    (fig,) = drawn
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 2 * 3
+    assert titles[:3] == ["TTFT: small-model", "TPOT: small-model", "E2E: small-model"]
+    assert titles[3:] == ["TTFT: large-model", "TPOT: large-model", "E2E: large-model"]
+    # each panel's curve holds its own launch's predictions only
+    ttft_small = table[(table["launch"] == "small-model") & (table["metric"] == "ttft")
+                       & (table["stat"] == "p50")].sort_values("rate")["predicted_ms"]  # fmt: skip
+    line = fig.axes[0].get_lines()[0]
+    assert list(line.get_ydata()) == pytest.approx(list(ttft_small))
