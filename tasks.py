@@ -249,12 +249,17 @@ def _whole_steps(out: Path, budget_s: float, env: dict[str, str], log) -> None:
     cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_iterations.py"), "--out",
            str(out / "iterations.csv"), "--budget-s", f"{budget_s:g}"]  # fmt: skip
     log("+ " + " ".join(cmd[1:]))
+    log(f"whole steps: exit {_tee(cmd, env, log)}")
+
+
+def _tee(cmd: list[str], env: dict[str, str], log) -> int:
+    """Run ``cmd`` from the root, every line of its output (stderr too) into ``log``."""
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
         log(line.rstrip("\n"))
-    log(f"whole steps: exit {proc.wait()}")
+    return proc.wait()
 
 
 def gpu_calibrate(argv: list[str]) -> int:
@@ -314,12 +319,7 @@ def gpu_calibrate(argv: list[str]) -> int:
         cmd = [sys.executable, "-c", SOURCE_RUN, str(ROOT), "calibrate", "--out", str(out),
                "--budget-s", budget, *args]  # fmt: skip
         log("+ pagesim " + " ".join(cmd[4:]))
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log(line.rstrip("\n"))
-        code = proc.wait()
+        code = _tee(cmd, env, log)
         if code == 0 and steps_budget > 0:
             _whole_steps(out, steps_budget, env, log)
         files = sorted(p for p in out.iterdir() if p.is_file())
