@@ -214,15 +214,16 @@ def build_profile(
     )
 
 
-def render_report(profile: Profile, fits: dict[str, TermFit], seed: int) -> str:
-    lines = [
-        f"# External calibration report: {profile.gpu_spec}",
-        "",
-        f"Kind **{profile.kind}**: fitted on timings measured by others on real GPUs, not by pagesim.",
-        "",
-        f"- command: `{profile.command}`",
-        f"- date: {profile.date}; fit seed {seed}; 20% of each term's points held out",
-        "",
+def render_report(
+    profile: Profile,
+    fits: dict[str, TermFit],
+    seed: int,
+    title: str = "External calibration report",
+    kind_line: str = "fitted on timings measured by others on real GPUs, not by pagesim.",
+) -> str:
+    """The report of an imported (or whole-step) profile; the table of others' source
+    files only where the profile has some."""
+    sources = [
         "## Sources",
         "",
         "| file | repository | commit | sha256 |",
@@ -232,6 +233,16 @@ def render_report(profile: Profile, fits: dict[str, TermFit], seed: int) -> str:
             for s in profile.sources
         ),
         "",
+    ]
+    lines = [
+        f"# {title}: {profile.gpu_spec}",
+        "",
+        f"Kind **{profile.kind}**: {kind_line}",
+        "",
+        f"- command: `{profile.command}`",
+        f"- date: {profile.date}; fit seed {seed}; 20% of each term's points held out",
+        "",
+        *(sources if profile.sources else []),
         "## Fits (time_s = const_s + max(s_per_byte·bytes, s_per_flop·flops) + s_per_block·blocks + s_per_seq·seqs + s_per_token·tokens)",
         "",
         f"Target: held-out MAPE <= {TARGET_HELDOUT_MAPE:.0%} per term.",
@@ -263,6 +274,23 @@ def render_report(profile: Profile, fits: dict[str, TermFit], seed: int) -> str:
     return "\n".join(lines)
 
 
+def write_profile_folder(
+    out_dir: Path,
+    profile: Profile,
+    fits: dict[str, TermFit],
+    report_text: str,
+    plotted: dict[str, TermFit] | None = None,
+) -> tuple[Path, Path]:
+    """``profile.yaml`` (re-read against the simulator's schema), the predicted-vs-measured
+    plot of ``plotted`` (default ``fits``) and ``report.md`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = profile.save(out_dir / PROFILE_YAML)
+    load_profile(path)  # the simulator's schema accepts it
+    plot_fits(fits if plotted is None else plotted, out_dir / PLOT_PNG)
+    return path, atomic_write_text(out_dir / REPORT_MD, report_text)
+
+
 def import_vidur(
     tables: VidurTables, out_dir: Path, seed: int = 0, command: str = "", date: str | None = None
 ) -> tuple[Path, Path]:
@@ -271,16 +299,11 @@ def import_vidur(
     df = measurement_rows(tables)
     fits = fit_all(df, np.random.default_rng(seed), EXTRAS)
     profile = build_profile(tables, df, fits, command, date or datetime.date.today().isoformat())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = profile.save(out_dir / PROFILE_YAML)
-    load_profile(path)  # the simulator's schema accepts it
     labels = {
         (f"{n} (source GPU, projected)" if profile.terms[n].is_projected else n): fit
         for n, fit in fits.items()
     }
-    plot_fits(labels, out_dir / PLOT_PNG)
-    report = atomic_write_text(out_dir / REPORT_MD, render_report(profile, fits, seed))
-    return path, report
+    return write_profile_folder(out_dir, profile, fits, render_report(profile, fits, seed), labels)
 
 
 SPLITWISE_WHAT = (
@@ -357,9 +380,4 @@ def import_splitwise(
         notes=" ".join(notes),
         sources=(source.as_dict(),),
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = profile.save(out_dir / PROFILE_YAML)
-    load_profile(path)  # the simulator's schema accepts it
-    plot_fits(fits, out_dir / PLOT_PNG)
-    report = atomic_write_text(out_dir / REPORT_MD, render_report(profile, fits, seed))
-    return path, report
+    return write_profile_folder(out_dir, profile, fits, render_report(profile, fits, seed))

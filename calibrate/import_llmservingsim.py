@@ -30,12 +30,10 @@ import numpy as np
 import pandas as pd
 
 from pagesim.calibrate import llmservingsim as L
-from pagesim.calibrate.external import PROFILE_YAML, Source, render_report
+from pagesim.calibrate.external import Source, render_report, write_profile_folder
 from pagesim.calibrate.fit import TermFit, fit_all, fit_coefficients, predict
-from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
-from pagesim.files import atomic_write_text
-from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
+from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term
 from pagesim.simulator.model_gpu_specs import GPUS
 
 #: one prefill per row: the per-sequence coefficient would be a second constant; one block
@@ -276,11 +274,7 @@ def import_llmservingsim(
         notes=" ".join(notes),
         sources=sources,
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = profile.save(out_dir / PROFILE_YAML)
-    load_profile(path)  # the simulator's schema accepts it
-    plot_fits(fits, out_dir / PLOT_PNG)
-    report = out_dir / REPORT_MD
     extra = render_extra(bundle, got, fits, alternative_fits(got.rows, fits))
-    atomic_write_text(report, render_report(profile, fits, seed) + "\n" + extra)
-    return path, report
+    return write_profile_folder(
+        out_dir, profile, fits, render_report(profile, fits, seed) + "\n" + extra
+    )

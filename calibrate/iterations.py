@@ -351,14 +351,6 @@ def one_forward(table: pd.DataFrame, forward: str | None, path: Path) -> pd.Data
     return table[table["attention"] == forward].reset_index(drop=True)
 
 
-def _without_sources(text: str) -> str:
-    """The report minus its (empty) table of others' sources: the times are pagesim's own."""
-    head, sep, rest = text.partition("## Sources\n")
-    if not sep:
-        return text
-    return head + rest[rest.index("## ") :]
-
-
 def fit_iterations(
     path: Path,
     gpu: str,
@@ -377,12 +369,10 @@ def fit_iterations(
     :func:`priced_section`) and the predicted-vs-measured plot into ``out_dir``."""
     import datetime
 
-    from pagesim.calibrate.external import render_report
+    from pagesim.calibrate.external import render_report, write_profile_folder
     from pagesim.calibrate.fit import fit_all
-    from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
     from pagesim.errors import ConfigError
-    from pagesim.files import atomic_write_text
-    from pagesim.simulator.costmodel.profile import Profile, load_profile
+    from pagesim.simulator.costmodel.profile import Profile
     from pagesim.simulator.model_gpu_specs import GPUS
 
     if gpu not in GPUS:
@@ -432,22 +422,16 @@ def fit_iterations(
         },
         notes=" ".join(notes),
     )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    profile_path = profile.save(out_dir / "profile.yaml")
-    load_profile(profile_path)  # the simulator's schema accepts it
-    plot_fits(fits, out_dir / PLOT_PNG)
-    text = render_report(profile, fits, seed).replace(
-        "# External calibration report", "# Whole-step calibration report", 1
-    ).replace(
-        "Kind **measured**: fitted on timings measured by others on real GPUs, not by pagesim.",
-        f"Kind **measured**: whole steps timed by pagesim's `benchmarks/gpu_iterations.py` on "
+    text = render_report(
+        profile,
+        fits,
+        seed,
+        title="Whole-step calibration report",
+        kind_line=f"whole steps timed by pagesim's `benchmarks/gpu_iterations.py` on "
         f"{profile.gpu_name} (table `{path.name}`).",
-        1,
     )
-    text = _without_sources(text) + "\n".join(priced_section(table, gpu)) + "\n"
+    text += "\n".join(priced_section(table, gpu)) + "\n"
     repeat = path.with_name(REPEAT_CSV)
     if repeat.is_file():
         text += "\n".join(repeat_section(table, read_steps(repeat))) + "\n"
-    report = atomic_write_text(out_dir / REPORT_MD, text)
-    return profile_path, report
+    return write_profile_folder(out_dir, profile, fits, text)
