@@ -65,7 +65,6 @@ PROFILE = "h100-sxm-vidur"
 #: whole steps of Llama-2-7B timed on an H100 by pagesim (``h100_protocol.md``: decided,
 #: with where it is used, before any replay under it)
 ITERATIONS_PROFILE = "h100-sxm-llama-2-7b-iterations"
-ITERATIONS_MODEL = "llama-2-7b"
 #: each dense model's whole-step profile at its runs' TP (the shards' steps, all-reduces
 #: added by the simulator; h100_protocol.md, addendum 2)
 ITERATIONS_PROFILES = {
@@ -203,18 +202,9 @@ def _iteration_profiles(vruns) -> dict[str, str]:
     return out
 
 
-def _iteration_runs(vruns) -> frozenset[str]:
-    """The stages the whole-step profiles replay: Llama-2-7B at TP 1 (h100_protocol.md)."""
-    return frozenset(
-        v.name
-        for v in vruns
-        if v.settings["hardware"]["model"] == ITERATIONS_MODEL
-        and v.settings["hardware"].get("tensor_parallel", 1) == 1
-    )
-
-
 def prepare(folder: Path, out_dir: Path) -> Study:
     vruns, skipped = read_runs(Path(folder))
+    profiles = _iteration_profiles(vruns)
     return Study(
         dataset=NAME,
         title=TITLE,
@@ -236,8 +226,8 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 "all-reduces added, analytic): h100-sxm-llama-2-7b-iterations, "
                 "h100-sxm-codellama-34b-tp2-iterations, h100-sxm-llama-2-70b-tp4-iterations "
                 "(experiments/validation/h100_protocol.md); nothing fitted on these runs",
-                per_run=_iteration_profiles(vruns),
-                runs=frozenset(_iteration_profiles(vruns)),
+                per_run=profiles,
+                runs=frozenset(profiles),
             ),
             CostModelChoice(
                 "iterations-compiled",
@@ -245,7 +235,8 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 note="POST HOC: the same steps with the layer through torch.compile, measured "
                 "after the iterations replay had been seen (h100_protocol.md, addendum); "
                 "never the headline, not scored; the Llama-2-7B stages only",
-                runs=_iteration_runs(vruns),
+                # the stages timed compiled: Llama-2-7B at TP 1
+                runs=frozenset(r for r, p in profiles.items() if p == ITERATIONS_PROFILE),
                 post_hoc=True,
             ),
         ],
