@@ -386,18 +386,20 @@ class ServingFit:
             fitted_on=self.fitted_on,
             sources=self.sources,
             fit_error={
-                "decode_time_rms": fit.decode_rms,
-                "decode_time_cv_rms": fit.cv_decode_rms,
-                "ttft_rms": fit.ttft_rms,
-                "num_requests": float(fit.num_requests),
+                k: v
+                for k, v in {
+                    "decode_time_rms": fit.decode_rms,
+                    "decode_time_cv_rms": fit.cv_decode_rms,
+                    "ttft_rms": fit.ttft_rms,
+                    "num_requests": float(fit.num_requests),
+                }.items()
+                if math.isfinite(v)
             },
+            # a fit without TTFT residuals (a V1 fit, ``serving_v1.py``) keeps none
             residual_quantiles={
-                "decode_time": tuple(
-                    float(q) for q in np.quantile(fit.decode_residuals, RESIDUAL_QUANTILES)
-                ),
-                "ttft": tuple(
-                    float(q) for q in np.quantile(fit.ttft_residuals, RESIDUAL_QUANTILES)
-                ),
+                k: tuple(float(q) for q in np.quantile(res, RESIDUAL_QUANTILES))
+                for k, res in (("decode_time", fit.decode_residuals), ("ttft", fit.ttft_residuals))
+                if len(res)
             },
             origin=origin,
         )
@@ -485,16 +487,24 @@ def records_blocks_in_use(
 
 
 def serving_profile(
-    fit: ServingFit, base_ref: str | None, gpu_name: str, *, command: str, server: str
+    fit: ServingFit,
+    base_ref: str | None,
+    gpu_name: str,
+    *,
+    command: str,
+    server: str,
+    origin: str | None = None,
 ):
     """``base_ref``'s profile (None: the analytic one of ``gpu_name``) with ``fit``'s
-    chosen serving path, the command and the server named (the same bytes whoever calls)."""
+    chosen serving path, the command and the server named (the same bytes whoever calls);
+    ``origin``: how it was fitted (default: by ``calibrate fit-serving``)."""
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.model_gpu_specs import get_gpu
 
     base = resolve_profile(base_ref, get_gpu(gpu_name))
     serving = fit.serving_path(
-        origin=(
+        origin=origin
+        or (
             f"fitted by `pagesim calibrate fit-serving` on per-request records of {server}; "
             f"form {fit.chosen.form} chosen by two-fold cross-validation on the fit runs "
             f"(forms tried: {', '.join(f.form for f in fit.fits)}); it also absorbs what the "

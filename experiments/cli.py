@@ -228,6 +228,8 @@ def _cmd_replay_vllm(args: argparse.Namespace) -> int:
         server_args=args.server_args,
         overrides=overrides,
         scheduler_alone=args.scheduler_alone,
+        fit_serving=args.fit_serving,
+        server=args.server,
     )
     for label, path in written.items():
         print(f"{label}: {path}")
@@ -424,6 +426,18 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
         action="store_true",
         help="a V1 server (--scheduler vllm-v1): replay again with the step times read off "
         "the result's token times, to separate the scheduler's error from the cost model's",
+    )
+    rv.add_argument(
+        "--fit-serving",
+        default=None,
+        metavar="DIR",
+        help="with --scheduler-alone: fit your server's serving path on that replay's batches "
+        "and write DIR/profile.yaml (--profile plus the serving section) and DIR/report.md",
+    )
+    rv.add_argument(
+        "--server",
+        default="a vLLM V1 server",
+        help="what to call the server in a fitted profile (e.g. 'vLLM 0.19 on my H100')",
     )
     rv.add_argument("--out", required=True, help="output folder")
     rv.set_defaults(func=_cmd_replay_vllm)

@@ -23,6 +23,13 @@ result's own token times (:mod:`pagesim.calibrate.step_times`), the profile pric
 step beside. ``validation.csv`` gains the ``recorded-steps`` rows (the scheduler's error
 alone) and the profile's ``decode_given_concurrency`` rows (the step cost's error alone),
 ``replay.md`` a section on both.
+
+``--fit-serving DIR`` (with ``--scheduler-alone``): the serving path of your server is
+fitted on that replay's batches (:mod:`pagesim.calibrate.serving_v1`: each request's decode
+time given the batches the replay ran in its real decode window, every serving form, the
+one chosen by two-fold cross-validation; the front-end delay from the TTFTs) and written
+as ``DIR/profile.yaml`` (``--profile`` plus the serving section, the result's file and
+sha256 named) and ``DIR/report.md``: replay another run with it.
 """
 
 from __future__ import annotations
@@ -137,6 +144,8 @@ def replay_vllm(
     server_args: str = "",
     overrides: dict[str, Any] | None = None,
     scheduler_alone: bool = False,
+    fit_serving: str | Path | None = None,
+    server: str = "a vLLM V1 server",
 ) -> dict[str, Path]:
     """Replay a ``vllm bench serve`` result (module docstring); the files written."""
     import json
@@ -147,6 +156,11 @@ def replay_vllm(
     from pagesim.simulator.vllm_metrics import vllm_bench_result
     from pagesim.workloads.record_readers import read_vllm_bench_json
 
+    if fit_serving is not None and not scheduler_alone:
+        raise ConfigError(
+            "--fit-serving fits on the batches of the --scheduler-alone replay: add "
+            "--scheduler-alone (and --scheduler vllm-v1)"
+        )
     if scheduler_alone and scheduler != "vllm-v1":
         raise ConfigError(
             f"--scheduler-alone reads the step times as a V1 server's (every step gives every "
@@ -176,8 +190,11 @@ def replay_vllm(
     )
     alone_lines: list[str] = []
     alone_requests = None
+    recorded = None
     if scheduler_alone:
-        extra_rows, alone_lines, alone_requests = _scheduler_alone(spec, run, measured, cost_name)
+        extra_rows, alone_lines, alone_requests, recorded = _scheduler_alone(
+            spec, run, measured, cost_name
+        )
         rows += extra_rows
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -202,8 +219,124 @@ def replay_vllm(
         scheduler=scheduler,
         cost_name=cost_name,
     )
+    if fit_serving is not None:
+        fitted = _fit_serving(
+            run,
+            recorded.log,
+            spec,
+            Path(fit_serving),
+            profile=profile,
+            gpu=gpu,
+            server=server,
+            command=_fit_command(path, model, gpu, profile, server_args, overrides, server),
+        )
+        written.update(fitted)
+        alone_lines += [
+            "",
+            f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
+            f"(`{fitted['report']}`).",
+        ]
     written["page"] = out_dir / PAGE_NAME
     written["page"].write_text("\n".join(lines + alone_lines))
+    return written
+
+
+def _fit_command(path, model, gpu, profile, server_args, overrides, server) -> str:
+    """The command a fitted profile records (the result's file name, not its path)."""
+    argv = ["pagesim", "replay-vllm", Path(path).name, "--model", model, "--gpu", gpu]
+    if profile:
+        argv += [
+            "--profile",
+            Path(profile).name if profile.endswith((".yaml", ".yml")) else profile,
+        ]
+    argv += ["--scheduler", "vllm-v1"]
+    if server_args:
+        argv += ["--server-args", server_args]
+    for key, value in (overrides or {}).items():
+        argv += ["--set", f"{key}={value}"]
+    if server != "a vLLM V1 server":
+        argv += ["--server", server]
+    return shlex.join(argv) + " --scheduler-alone --fit-serving DIR --out OUT"
+
+
+def _fit_serving(run, log, spec, out: Path, *, profile, gpu, server, command) -> dict[str, Path]:
+    """The V1 serving fit on the recorded-steps replay (``--fit-serving``, module
+    docstring): DIR/profile.yaml and DIR/report.md."""
+    from dataclasses import replace
+
+    from pagesim.calibrate.serving import serving_profile
+    from pagesim.calibrate.serving_v1 import (
+        all_coefficients,
+        decode_errors,
+        fit_serving_v1,
+        form_lines,
+        frontend_delay_s,
+    )
+    from pagesim.files import atomic_write_text
+    from pagesim.simulator import simulate
+    from pagesim.simulator.costmodel.factory import make_cost_model, resolve_profile
+    from pagesim.simulator.costmodel.serving import ServingCostModel
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+
+    if resolve_profile(profile, get_gpu(gpu)).serving is not None:
+        raise ConfigError(
+            f"--fit-serving: --profile {profile} already has a serving section; fit on a "
+            "kernel profile (one without)"
+        )
+    # the step coefficients do not depend on the delay; the delay is where the run,
+    # replayed under the kernels plus those coefficients, has the measured median TTFT
+    steps_only, _ = fit_serving_v1(run, log)
+    kernels = make_cost_model(spec.hardware, get_model(spec.hardware.model), get_gpu(gpu))
+    path = steps_only.serving_path()
+
+    def replay_ttft(delay_s: float) -> np.ndarray:
+        model = ServingCostModel(kernels, replace(path, frontend_delay_s=delay_s))
+        req = simulate(spec, trace=run.trace(), cost_model=model).requests
+        return req.sort_values("request_id")["ttft_s"].to_numpy(dtype=float)
+
+    delay = frontend_delay_s(replay_ttft, run.latencies()["ttft_s"].to_numpy(dtype=float))
+    fit, w = fit_serving_v1(run, log, frontend_delay=delay)
+    fitted = serving_profile(
+        fit,
+        profile,
+        gpu,
+        command=command,
+        server=server,
+        origin=(
+            f"fitted by `pagesim replay-vllm --scheduler-alone --fit-serving` on {server}'s "
+            "`vllm bench serve` result: each request's decode time given the batches of the "
+            "run replayed under its own step times (calibrate/serving_v1.py); form "
+            f"{fit.chosen.form} chosen by two-fold cross-validation (forms tried: "
+            f"{', '.join(f.form for f in fit.fits)}); front-end delay: where the run replayed "
+            "under the kernels plus the fitted step cost has the measured median TTFT of the "
+            "requests that queued least; it also absorbs what the kernel profile misses on "
+            "that server"
+        ),
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"profile": fitted.save(out / "profile.yaml")}
+    everyone = np.ones(len(w), dtype=bool)
+    before = decode_errors(w, {}, everyone)
+    after = decode_errors(w, all_coefficients(fit.chosen), everyone)
+    lines = [
+        "# Serving path fit (vLLM V1)",
+        "",
+        f"Fitted on: {fit.fitted_on} ({len(w)} requests whose decode the replay covers). "
+        f"Chosen form: **{fit.chosen.form}**; front-end delay {delay * 1e3:.2f} ms "
+        "(`calibrate/serving_v1.py`).",
+        "",
+        *form_lines(fit),
+        "",
+        "Decode time given the replayed batches (predicted / measured − 1):",
+        "",
+        "| cost | mean | p50 |",
+        "|---|---|---|",
+        f"| kernels alone ({profile or 'analytic'}) | {before['mean']:+.1%} | {before['p50']:+.1%} |",
+        f"| kernels + serving path | {after['mean']:+.1%} | {after['p50']:+.1%} |",
+        "",
+        "These are errors on the requests fitted: replay another run with the profile to check it.",
+    ]
+    written["report"] = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     return written
 
 
@@ -285,7 +418,7 @@ def _scheduler_alone(spec, run, measured: pd.DataFrame, cost_name: str):
                 else "— | — |"
             )
         )
-    return alone + priced, lines, result.requests
+    return alone + priced, lines, result.requests, recorded
 
 
 def _aggregates_from_arrays(

@@ -114,10 +114,14 @@ def test_a_result_without_aggregates_is_measured_from_its_arrays(tmp_path):
     assert "measured from its per-request arrays" in page and "median_ttft_ms" in page
 
 
-def _v1_run_by_pagesim(tmp_path, n=160):
+def _v1_run_by_pagesim(tmp_path, n=160, serving=None, blocks=3000):
     """A `vllm bench serve` result written from a pagesim run of a V1 server (vllm-v1,
-    the analytic profile): the scheduler and the step cost that made it are known."""
+    the analytic profile, plus ``serving`` where given): the scheduler and the step cost
+    that made it are known."""
     from pagesim.simulator import simulate
+    from pagesim.simulator.costmodel.factory import cost_model_for
+    from pagesim.simulator.costmodel.serving import ServingCostModel
+    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.workloads.assemble import assemble_trace
 
@@ -128,12 +132,16 @@ def _v1_run_by_pagesim(tmp_path, n=160):
         arrival_s=np.cumsum(rng.exponential(1 / 8.0, n)),
     )
     doc = {
-        "hardware": {"model": "llama-2-7b", "gpu": "a100-80gb", "kv_slots": 3000 * 16},
+        "hardware": {"model": "llama-2-7b", "gpu": "a100-80gb", "kv_slots": blocks * 16},
         "allocator": {"kind": "paged-v1", "block_size": 16},
         "scheduler": {"kind": "vllm-v1", "max_num_seqs": 64, "max_num_batched_tokens": 2048},
     }
     doc["metrics"] = {"every_step": True}
-    result = simulate(run_spec_from_dict(doc), trace=trace)
+    cost_model = None
+    if serving is not None:
+        kernels = cost_model_for(None, get_model("llama-2-7b"), get_gpu("a100-80gb"))
+        cost_model = ServingCostModel(kernels, serving)
+    result = simulate(run_spec_from_dict(doc), trace=trace, cost_model=cost_model)
     req = result.requests
     out = req["output_len"].to_numpy()
     steps = result.timeseries
@@ -189,3 +197,60 @@ def test_scheduler_alone_separates_the_scheduler_from_the_step_cost(tmp_path, ca
     assert main([*args, "--scheduler-alone", "--out", str(tmp_path / "no")]) != 0
     assert "it needs --scheduler vllm-v1, not 'vllm'" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_fit_serving_recovers_the_serving_path_a_v1_run_was_made_with(tmp_path):
+    """A run pagesim made under the analytic profile plus a known serving path (4 ms a
+    step, 0.15 ms a sequence, 12 ms front-end delay): fitted on its batches replayed under
+    its own step times, the serving path comes back, and the run replayed under the fitted
+    profile lands where the run is."""
+    import yaml
+
+    from pagesim.simulator.costmodel.serving import ServingPath
+
+    made = ServingPath("seq", {"const_s": 4e-3, "s_per_seq": 1.5e-4}, frontend_delay_s=0.012)
+    path = _v1_run_by_pagesim(tmp_path, serving=made, blocks=8000)  # nothing preempted
+    server = "--max-num-seqs 64 --max-num-batched-tokens 2048 --num-gpu-blocks-override 8000"
+    args = ["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+            "--scheduler", "vllm-v1", "--server-args", server]  # fmt: skip
+    fit_dir = tmp_path / "fitted"
+    code = main([*args, "--scheduler-alone", "--fit-serving", str(fit_dir), "--server",
+                 "a made-up server", "--out", str(tmp_path / "alone")])  # fmt: skip
+    assert code == 0
+    doc = yaml.safe_load((fit_dir / "profile.yaml").read_text())
+    serving = doc["serving"]
+    coefs = serving["coefficients"]
+    # the step cost per running sequence at this run's batches: 4 ms + 0.15 ms x ~40
+    assert serving["form"] in ("seq", "seq_ctx")
+    assert coefs["const_s"] == pytest.approx(4e-3, rel=0.25)
+    assert coefs["s_per_seq"] == pytest.approx(1.5e-4, rel=0.25)
+    assert serving["frontend_delay_s"] == pytest.approx(0.012, abs=0.004)
+    assert serving["sources"][0]["file"] == "v1.json" and len(serving["sources"][0]["sha256"]) == 64
+    assert "a made-up server" in serving["origin"]
+    assert "--fit-serving DIR" in doc["command"]
+    report = (fit_dir / "report.md").read_text()
+    assert "| seq | **yes** |" in report or "| seq_ctx | **yes** |" in report
+    # the fitted profile replays the run: the analytic profile alone is far off
+    out = tmp_path / "served"
+    assert main([*args, "--profile", str(fit_dir / "profile.yaml"), "--out", str(out)]) == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    assert (table["error"].abs() < 0.06).all(), table[["metric", "stat", "error"]]
+    bare = tmp_path / "bare"
+    assert main([*args, "--out", str(bare)]) == 0
+    off = vcsv.read(bare / vcsv.FILE_NAME)
+    assert off.loc[off["metric"] == "tpot", "error"].abs().min() > 0.1
+
+
+def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_path, capsys):
+    path = _v1_run_by_pagesim(tmp_path, n=40)
+    args = ["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+            "--scheduler", "vllm-v1"]  # fmt: skip
+    assert main([*args, "--fit-serving", str(tmp_path / "f"), "--out", str(tmp_path / "o")]) != 0
+    assert "--fit-serving fits on the batches of the --scheduler-alone replay" in (
+        capsys.readouterr().err
+    )
+    served = "a100-80gb-vidur-vllm023-serving"
+    code = main([*args, "--profile", served, "--scheduler-alone", "--fit-serving",
+                 str(tmp_path / "f"), "--out", str(tmp_path / "o2")])  # fmt: skip
+    assert code != 0
+    assert "already has a serving section" in capsys.readouterr().err

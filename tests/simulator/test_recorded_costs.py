@@ -98,3 +98,20 @@ def test_the_shadow_s_all_reduce_part_is_logged_beside_its_price():
         2 * layers * shadow.allreduce_time_s(8),
     ]
     assert (log[:, 3] > 0).all() and (log[:, 3] < log[:, 2]).all()
+
+
+def test_the_log_keeps_each_step_s_batch():
+    """Sequences, their context tokens and the prompt tokens computed, for either way the
+    engine prices a step: what a serving path is fitted on (calibrate/serving_v1.py)."""
+    from pagesim.simulator.costmodel.recorded import LOG_COLUMNS
+
+    model = RecordedStepCosts(_steps([0.0, 10.0], [0.5]), "made up")
+    model.bind_clock(SimpleNamespace(now=0.0))
+    mixed = BatchPlan(num_prefill_seqs=2, num_prefill_tokens=300, prefill_context_sum=700,
+                      num_decode_seqs=3, decode_context_sum=900, decode_num_blocks=60)  # fmt: skip
+    model.step_time_s(mixed)
+    model.decode_time_fn(is_paged=True)(7, 4000, 256)
+    log = model.log
+    assert log.shape == (2, len(LOG_COLUMNS))
+    cols = [LOG_COLUMNS.index(c) for c in ("num_seqs", "context_tokens", "prefill_tokens")]
+    assert log[:, cols].tolist() == [[5, 1600, 300], [7, 4000, 0]]
