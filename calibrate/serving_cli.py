@@ -27,7 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "show, and its TTFT given the state at its arrival, against the kernels' time from "
             "--base. Every form is fitted and reported; the one with the lowest two-fold "
             "cross-validated decode-time error is written into DIR/profile.yaml (the base "
-            "profile plus a serving section); DIR/report.md lists every form."
+            "profile plus a serving section); DIR/report.md lists every form. For a vLLM V1 "
+            "server (chunked prefill: steps mix prompt chunks and decodes) fit with `pagesim "
+            "replay-vllm RESULT.json --scheduler vllm-v1 --scheduler-alone --fit-serving DIR` "
+            "instead."
         ),
         epilog=(
             "example:\n  pagesim calibrate fit-serving --records runs/vllm-150-1.5.csv "

@@ -92,6 +92,12 @@ def errors_table(table: pd.DataFrame, metrics: tuple[str, ...] | None = None) ->
     return lines
 
 
+def _of_study(study: Study, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the study's own cost models (a dataset's section may add others: a
+    serving path fitted on part of each run), which the charts show."""
+    return table[table["cost_model"].isin([c.name for c in study.cost_models])]
+
+
 def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     """Predicted vs measured per rate: TTFT, TPOT, E2E p50 (solid) and p90 (dashed), one
     panel per metric and one row of panels per launch (runs of different servers or
@@ -100,6 +106,7 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     from matplotlib.figure import Figure
 
     metrics = closed_metrics(table)
+    table = _of_study(study, table)
     if table[table["metric"].isin(metrics)]["rate"].nunique() < 2:
         return draw_parity_chart(study, table, path)
     closed = table[table["metric"].isin(metrics)]
@@ -157,6 +164,7 @@ def draw_parity_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     from matplotlib.ticker import NullFormatter
 
     metrics = closed_metrics(table)
+    table = _of_study(study, table)
     closed = table[table["metric"].isin(metrics) & table["stat"].isin(["p50", "p90"])]
     fig = Figure(figsize=(4.2 * len(metrics), 4.6))
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]

@@ -26,6 +26,13 @@ used for time): each request's decode time priced so over its real decode window
 ``decode_given_concurrency`` row, the step cost's error alone on the replayed batches. The mixture-of-experts run (Qwen3-30B-A3B)
 is not replayed: pagesim does not model experts (said on the page). Every run is
 ``held_out``: nothing is fitted on them.
+
+A serving path fitted on each run's first half (``vllm019_serving_protocol.md``, written
+before any fit): on the recorded-steps replay's batches of the run's first half of
+requests by arrival (:mod:`pagesim.calibrate.serving_v1`), the second half held out; the
+run replayed closed loop under the headline plus that serving path (cost model
+:data:`SERVED`, not the headline), its rows split into the run's two halves (``<run>
+(first half)``, role ``fit``; ``<run> (second half)``, role ``held_out``).
 """
 
 from __future__ import annotations
@@ -60,6 +67,9 @@ INTERVALS = SimpleNamespace(nominal=0.9, replicates=40, sources=["cost"], seed=0
 GOAL_BLOCKS_POINTS = 5.0
 #: the cost model whose steps last what the real run's did (module docstring)
 RECORDED = vcsv.RECORDED_STEPS
+#: the headline plus a serving path fitted on the run's first half (module docstring)
+SERVED = "kernels+serving-half"
+HALVES = (("first half", "fit"), ("second half", "held_out"))
 
 
 def recognise(folder: Path) -> bool:
@@ -179,20 +189,25 @@ def prepare(folder: Path, out_dir: Path) -> Study:
     return study
 
 
-def _recorded_steps(vrun: ValidationRun):
-    """The run's recorded step times as a cost model, the headline pricing each step beside."""
-    from pagesim.calibrate.step_times import recorded_costs
+def _headline_model(vrun: ValidationRun):
+    """The run's headline cost model (its GPU's and model's imported profile)."""
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     hw = vrun.settings["hardware"]
-    shadow = cost_model_for(
+    return cost_model_for(
         vrun.info["profile"],
         get_model(hw["model"]),
         get_gpu(hw["gpu"]),
         tensor_parallel=hw["tensor_parallel"],
     )
-    return recorded_costs(vrun.run, shadow=shadow)
+
+
+def _recorded_steps(vrun: ValidationRun):
+    """The run's recorded step times as a cost model, the headline pricing each step beside."""
+    from pagesim.calibrate.step_times import recorded_costs
+
+    return recorded_costs(vrun.run, shadow=_headline_model(vrun))
 
 
 def _recorded(replays: dict) -> dict:
@@ -220,7 +235,117 @@ def open_loop_rows(study: Study, replays: dict) -> list[dict]:
             predicted_s=predicted,
             measured_s=measured,
         )
+    return rows + serving_half_rows(study, replays)
+
+
+def _half_name(run: str, half: str) -> str:
+    return f"{run} ({half})"
+
+
+def serving_half_rows(study: Study, replays: dict) -> list[dict]:
+    """Per run: the serving path fitted on its first half's decodes over the recorded-steps
+    replay's batches, the decode-time errors of both halves before and after, and the run
+    replayed closed loop under the headline plus it, rows per half (module docstring)."""
+    from pagesim.calibrate.serving_v1 import all_coefficients, decode_errors, fit_serving_v1
+    from pagesim.experiments.validation.replay import replay
+    from pagesim.simulator.costmodel.serving import ServingCostModel
+
+    recorded = _recorded(replays)
+    fits, rows = {}, []
+    for v in study.runs:
+        if v.name not in recorded:
+            continue
+        half = v.run.num_requests // 2
+        fit, w = fit_serving_v1(v.run, recorded[v.name].log, fit_rows=np.arange(half))
+        coefs = all_coefficients(fit.chosen)
+        masks = {"first half": w.row < half, "second half": w.row >= half}
+        errors = {
+            h: (decode_errors(w, {}, m), decode_errors(w, coefs, m)) for h, m in masks.items()
+        }
+        path = fit.serving_path(
+            origin="fitted on the run's first half (vllm019_serving_protocol.md)"
+        )
+
+        def make(vrun, path=path):
+            return ServingCostModel(_headline_model(vrun), path)
+
+        served = CostModelChoice(SERVED, None, make=make)
+        rep = replay(v, served)
+        req = rep.requests.sort_values("request_id")
+        meas = v.run.latencies()
+        if not np.array_equal(req["prompt_len"].to_numpy(), v.run.table["prompt_len"].to_numpy()):
+            raise DataError(f"{v.name}: the replay's requests are not the records' in order")
+        first = np.arange(v.run.num_requests) < half
+        for (label, role), sel in zip(HALVES, (first, ~first), strict=True):
+            ids = {**run_ids(study, v), "run": _half_name(v.name, label), "role": role}
+            rows += vcsv.latency_rows(req[sel], meas[sel], **ids, cost_model=SERVED, headline=False)
+        fits[v.name] = {"fit": fit, "errors": errors, "half": half, "description": rep.description}
+    study.extra["serving_half"] = fits
     return rows
+
+
+def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
+    """The page's section on the serving path fitted on each run's first half."""
+    from pagesim.calibrate.serving_v1 import form_lines
+
+    fits = study.extra.get("serving_half", {})
+    if not fits:
+        return []
+    lines = [
+        "",
+        "## A serving path fitted on each run's first half",
+        "",
+        "Decided before any fit (`experiments/validation/vllm019_serving_protocol.md`): each "
+        "run's serving path (a cost per step, per sequence, per context token and per prompt "
+        "token computed, on top of the headline's kernels; `simulator/costmodel/serving.py`) "
+        "fitted on its first half of requests by arrival, the second half held out. Each "
+        "request's decode time given the batches of the run's `recorded-steps` replay is its "
+        "output − 1 times the mean, over the replay's steps in its real decode window, of "
+        "(kernel price + serving); DistServe's forms, each with the prompt-token term, by "
+        "nonnegative least squares on relative errors; the form chosen by two-fold "
+        "cross-validation on the first half (`calibrate/serving_v1.py`). No front-end delay: "
+        "these TTFTs count from the engine's queue. The headline stays `kernels`: nothing in "
+        "the goals is fitted.",
+    ]
+    for run, f in fits.items():
+        fit = f["fit"]
+        lines += [
+            "",
+            f"**{run}**, fitted on requests 1-{f['half']} (chosen: **{fit.chosen.form}**):",
+            "",
+            *form_lines(fit),
+        ]
+    lines += [
+        "",
+        "Decode time given the replayed batches (predicted / measured − 1, mean and p50), "
+        "kernels alone and with the fitted serving path, and the run replayed closed loop "
+        f"under both (`{SERVED}`), per half:",
+        "",
+        "| run | half | role | requests | decode mean: kernels | + serving | decode p50: "
+        "kernels | + serving | closed loop TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | "
+        "TPOT mean | E2E mean |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run, f in fits.items():
+        for label, role in HALVES:
+            before, after = f["errors"][label]
+            name = _half_name(run, label)
+            loop = [_cell(table, name, SERVED, m) for m in vcsv.METRICS]
+            loop += [_cell(table, name, SERVED, m, "mean") for m in vcsv.METRICS]
+            lines.append(
+                f"| {run} | {label} | {role} | {before['requests']} | {pct(before['mean'])} | "
+                f"{pct(after['mean'])} | {pct(before['p50'])} | {pct(after['p50'])} | "
+                + " | ".join(loop)
+                + " |"
+            )
+    lines += [
+        "",
+        "The second half's closed-loop errors are predictions for requests nothing was fitted "
+        "on, but of a run whose first half was: not a held-out server. The serving path "
+        "absorbs whatever the kernel profile misses on that server (the mixed steps' "
+        "attention, the TP all-reduce), not only host work.",
+    ]
+    return lines
 
 
 def _kv_series(vrun: ValidationRun, rep) -> pd.DataFrame:
@@ -346,6 +471,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
             lines.append(f"| {run} | not recorded (its kv_cache_pct is 0 throughout) | — | — |")
     lines += _queue_lines(shown)
     lines += _separation_lines(study, table, _recorded(replays))
+    lines += _serving_half_lines(study, table)
     return lines
 
 

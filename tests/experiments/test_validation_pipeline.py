@@ -301,6 +301,34 @@ def test_vllm019_the_scheduler_alone_where_the_step_times_hold(v019):
     assert np.isfinite(cost_alone["error"]).all()
 
 
+def test_vllm019_a_serving_path_fitted_on_the_first_half_predicts_the_second(v019):
+    """vllm019_serving_protocol.md: each run's serving path fitted on its first 150
+    requests (over the recorded-steps replay's batches), the run replayed closed loop under
+    the headline plus it; the second half's requests, nothing fitted on them, land within
+    the issue's ±5% (TTFT, TPOT, E2E mean and p50) on every dense run. Not the headline:
+    the goals stay on `kernels`."""
+    from pagesim.experiments.validation.vllm019 import SERVED
+
+    _, (study, table, _, _) = v019
+    served = table[table["cost_model"] == SERVED]
+    assert not served["headline"].any()
+    fits = study.extra["serving_half"]
+    assert list(fits) == [v.name for v in study.runs]
+    for v in study.runs:
+        assert fits[v.name]["half"] == 150
+        first = served[served["run"] == f"{v.name} (first half)"]
+        second = served[served["run"] == f"{v.name} (second half)"]
+        assert set(first["role"]) == {"fit"} and set(second["role"]) == {"held_out"}
+        for metric in ("ttft", "tpot", "e2e"):
+            sub = second[second["metric"] == metric].set_index("stat")["error"]
+            assert abs(sub["p50"]) <= 0.05 and abs(sub["mean"]) <= 0.05, (v.name, metric, sub)
+        # the kernels alone price the held-out half's decodes short; the fitted path does not
+        before, after = fits[v.name]["errors"]["second half"]
+        assert abs(after["mean"]) < abs(before["mean"]), (v.name, before, after)
+    # the charts show the study's own cost models only
+    assert SERVED not in [c.name for c in study.cost_models]
+
+
 def test_docs_validation_vllm019_page_is_up_to_date(v019):
     _, (study, table, goals, replays) = v019
     assert (DOCS / "validation_vllm019.md").read_text() == page_text(
@@ -353,8 +381,14 @@ def test_h100_same_gpu_steps_replay_the_llama_2_7b_stages_only(h100):
         assert all((v.name, name) not in replays for v in study.runs
                    if not v.name.startswith(prefix))  # fmt: skip
     iterations = next(c for c in study.cost_models if c.name == "iterations")
-    assert iterations.profile_for("llama-2-70b-tp4-general/s0") == "h100-sxm-llama-2-70b-tp4-iterations"
-    assert "analytic NVLink all-reduces added" in replays[("llama-2-70b-tp4-general/s0", "iterations")].description
+    assert (
+        iterations.profile_for("llama-2-70b-tp4-general/s0")
+        == "h100-sxm-llama-2-70b-tp4-iterations"
+    )
+    assert (
+        "analytic NVLink all-reduces added"
+        in replays[("llama-2-70b-tp4-general/s0", "iterations")].description
+    )
 
 
 def test_docs_validation_h100_page_is_up_to_date(h100):
@@ -432,7 +466,7 @@ def test_the_rate_chart_draws_each_launch_on_its_own_row(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
 
     from pagesim.experiments.validation import report
-    from pagesim.experiments.validation.study import Study
+    from pagesim.experiments.validation.study import CostModelChoice, Study
 
     rng = np.random.default_rng(0)
     lat = lambda: pd.DataFrame({f"{m}_s": rng.uniform(0.1, 1.0, 50) for m in vcsv.METRICS})  # noqa: E731
@@ -446,15 +480,25 @@ def test_the_rate_chart_draws_each_launch_on_its_own_row(tmp_path, monkeypatch):
     table = vcsv.frame(rows)
     drawn = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
-    study = Study(dataset="d", title="t", runs=[], cost_models=[])
+    # rows of a cost model the study does not name (a dataset section's own) are not drawn
+    rows += vcsv.latency_rows(
+        lat(), lat(), dataset="d", run="small-model/1.0 (second half)", rate=1.0,
+        launch="small-model", role="held_out", cost_model="another", headline=False,
+    )  # fmt: skip
+    table = vcsv.frame(rows)
+    study = Study(
+        dataset="d", title="t", runs=[], cost_models=[CostModelChoice("analytic", None, True)]
+    )
     report.draw_chart(study, table, tmp_path / "chart.png")
     (fig,) = drawn
+    assert all(len(ax.get_lines()) == 2 for ax in fig.axes)  # analytic's p50 and p90 only
     titles = [ax.get_title() for ax in fig.axes]
     assert len(fig.axes) == 2 * 3
     assert titles[:3] == ["TTFT: small-model", "TPOT: small-model", "E2E: small-model"]
     assert titles[3:] == ["TTFT: large-model", "TPOT: large-model", "E2E: large-model"]
     # each panel's curve holds its own launch's predictions only
     ttft_small = table[(table["launch"] == "small-model") & (table["metric"] == "ttft")
-                       & (table["stat"] == "p50")].sort_values("rate")["predicted_ms"]  # fmt: skip
+                       & (table["stat"] == "p50") & (table["cost_model"] == "analytic")
+                       ].sort_values("rate")["predicted_ms"]  # fmt: skip
     line = fig.axes[0].get_lines()[0]
     assert list(line.get_ydata()) == pytest.approx(list(ttft_small))
