@@ -230,6 +230,7 @@ def _cmd_replay_vllm(args: argparse.Namespace) -> int:
         scheduler_alone=args.scheduler_alone,
         fit_serving=args.fit_serving,
         server=args.server,
+        fit_fraction=args.fit_fraction,
     )
     for label, path in written.items():
         print(f"{label}: {path}")
@@ -433,6 +434,14 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
         metavar="DIR",
         help="with --scheduler-alone: fit your server's serving path on that replay's batches "
         "and write DIR/profile.yaml (--profile plus the serving section) and DIR/report.md",
+    )
+    rv.add_argument(
+        "--fit-fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="with --fit-serving: fit on the first F of the requests by send time and report "
+        "the rest as held out (default 1: every request)",
     )
     rv.add_argument(
         "--server",

@@ -29,7 +29,8 @@ fitted on that replay's batches (:mod:`pagesim.calibrate.serving_v1`: each reque
 time given the batches the replay ran in its real decode window, every serving form, the
 one chosen by two-fold cross-validation; the front-end delay from the TTFTs) and written
 as ``DIR/profile.yaml`` (``--profile`` plus the serving section, the result's file and
-sha256 named) and ``DIR/report.md``: replay another run with it.
+sha256 named) and ``DIR/report.md``: replay another run with it. ``--fit-fraction F``
+fits on the first F of the requests by send time and reports the rest as held out.
 """
 
 from __future__ import annotations
@@ -146,6 +147,7 @@ def replay_vllm(
     scheduler_alone: bool = False,
     fit_serving: str | Path | None = None,
     server: str = "a vLLM V1 server",
+    fit_fraction: float = 1.0,
 ) -> dict[str, Path]:
     """Replay a ``vllm bench serve`` result (module docstring); the files written."""
     import json
@@ -156,6 +158,12 @@ def replay_vllm(
     from pagesim.simulator.vllm_metrics import vllm_bench_result
     from pagesim.workloads.record_readers import read_vllm_bench_json
 
+    if not 0.0 < fit_fraction <= 1.0:
+        raise ConfigError(f"--fit-fraction: must be in (0, 1], got {fit_fraction}")
+    if fit_fraction != 1.0 and fit_serving is None:
+        raise ConfigError(
+            "--fit-fraction says which requests --fit-serving fits on: add --fit-serving DIR"
+        )
     if fit_serving is not None and not scheduler_alone:
         raise ConfigError(
             "--fit-serving fits on the batches of the --scheduler-alone replay: add "
@@ -228,7 +236,10 @@ def replay_vllm(
             profile=profile,
             gpu=gpu,
             server=server,
-            command=_fit_command(path, model, gpu, profile, server_args, overrides, server),
+            command=_fit_command(
+                path, model, gpu, profile, server_args, overrides, server, fit_fraction
+            ),
+            fraction=fit_fraction,
         )
         written.update(fitted)
         alone_lines += [
@@ -241,7 +252,7 @@ def replay_vllm(
     return written
 
 
-def _fit_command(path, model, gpu, profile, server_args, overrides, server) -> str:
+def _fit_command(path, model, gpu, profile, server_args, overrides, server, fraction) -> str:
     """The command a fitted profile records (the result's file name, not its path)."""
     argv = ["pagesim", "replay-vllm", Path(path).name, "--model", model, "--gpu", gpu]
     if profile:
@@ -256,22 +267,29 @@ def _fit_command(path, model, gpu, profile, server_args, overrides, server) -> s
         argv += ["--set", f"{key}={value}"]
     if server != "a vLLM V1 server":
         argv += ["--server", server]
+    if fraction != 1.0:
+        argv += ["--fit-fraction", f"{fraction:g}"]
     return shlex.join(argv) + " --scheduler-alone --fit-serving DIR --out OUT"
 
 
-def _fit_serving(run, log, spec, out: Path, *, profile, gpu, server, command) -> dict[str, Path]:
+def _fit_serving(
+    run, log, spec, out: Path, *, profile, gpu, server, command, fraction: float = 1.0
+) -> dict[str, Path]:
     """The V1 serving fit on the recorded-steps replay (``--fit-serving``, module
-    docstring): DIR/profile.yaml and DIR/report.md."""
+    docstring), on the first ``fraction`` of the requests by send time (the rest held
+    out): DIR/profile.yaml and DIR/report.md."""
     from dataclasses import replace
 
     from pagesim.calibrate.serving import serving_profile
     from pagesim.calibrate.serving_v1 import (
         all_coefficients,
         decode_errors,
+        describe_rows,
         fit_serving_v1,
         form_lines,
         frontend_delay_s,
     )
+    from pagesim.calibrate.step_times import step_count_errors
     from pagesim.files import atomic_write_text
     from pagesim.simulator import simulate
     from pagesim.simulator.costmodel.factory import make_cost_model, resolve_profile
@@ -283,9 +301,13 @@ def _fit_serving(run, log, spec, out: Path, *, profile, gpu, server, command) ->
             f"--fit-serving: --profile {profile} already has a serving section; fit on a "
             "kernel profile (one without)"
         )
+    order = np.argsort(run.table["arrival_s"].to_numpy(dtype=float), kind="stable")
+    fit_rows = np.sort(order[: max(1, int(np.ceil(fraction * run.num_requests)))])
+    partial = len(fit_rows) < run.num_requests
     # the step coefficients do not depend on the delay; the delay is where the run,
     # replayed under the kernels plus those coefficients, has the measured median TTFT
-    steps_only, _ = fit_serving_v1(run, log)
+    # (of the fit requests that queued least)
+    steps_only, _ = fit_serving_v1(run, log, fit_rows=fit_rows if partial else None)
     kernels = make_cost_model(spec.hardware, get_model(spec.hardware.model), get_gpu(gpu))
     path = steps_only.serving_path()
 
@@ -294,8 +316,11 @@ def _fit_serving(run, log, spec, out: Path, *, profile, gpu, server, command) ->
         req = simulate(spec, trace=run.trace(), cost_model=model).requests
         return req.sort_values("request_id")["ttft_s"].to_numpy(dtype=float)
 
-    delay = frontend_delay_s(replay_ttft, run.latencies()["ttft_s"].to_numpy(dtype=float))
-    fit, w = fit_serving_v1(run, log, frontend_delay=delay)
+    measured_ttft = run.latencies()["ttft_s"].to_numpy(dtype=float)
+    held = np.ones(run.num_requests, dtype=bool)
+    held[fit_rows] = False
+    delay = frontend_delay_s(replay_ttft, np.where(held, np.nan, measured_ttft))
+    fit, w = fit_serving_v1(run, log, fit_rows=fit_rows if partial else None, frontend_delay=delay)
     fitted = serving_profile(
         fit,
         profile,
@@ -315,29 +340,67 @@ def _fit_serving(run, log, spec, out: Path, *, profile, gpu, server, command) ->
     )
     out.mkdir(parents=True, exist_ok=True)
     written = {"profile": fitted.save(out / "profile.yaml")}
-    everyone = np.ones(len(w), dtype=bool)
-    before = decode_errors(w, {}, everyone)
-    after = decode_errors(w, all_coefficients(fit.chosen), everyone)
+    coefs = all_coefficients(fit.chosen)
+    fitted_mask = np.isin(w.row, fit_rows)
+    groups = [("fitted", fitted_mask)]
+    if partial:
+        groups.append(("held out", ~fitted_mask))
+    table = [
+        "| requests | count | kernels alone: mean | p50 | + serving path: mean | p50 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, mask in groups:
+        if not mask.any():
+            continue
+        b, a = decode_errors(w, {}, mask), decode_errors(w, coefs, mask)
+        table.append(
+            f"| {label} | {b['requests']} | {b['mean']:+.1%} | {b['p50']:+.1%} | "
+            f"{a['mean']:+.1%} | {a['p50']:+.1%} |"
+        )
+    steps = np.abs(step_count_errors(run, _step_times(run)))
+    trust = (
+        f"The step times hold each request's output − 1 within {np.median(steps):.1%} at the "
+        f"median and {np.percentile(steps, 90):.1%} at the 90th percentile"
+        + (
+            ": above 5% the run likely preempted (a preempted request sat in more steps than "
+            "it has tokens) and the fit is not to be trusted; fit on a lighter run."
+            if np.percentile(steps, 90) > 0.05
+            else "."
+        )
+    )
     lines = [
         "# Serving path fit (vLLM V1)",
         "",
-        f"Fitted on: {fit.fitted_on} ({len(w)} requests whose decode the replay covers). "
-        f"Chosen form: **{fit.chosen.form}**; front-end delay {delay * 1e3:.2f} ms "
-        "(`calibrate/serving_v1.py`).",
+        f"Fitted on: {fit.fitted_on} ({int(fitted_mask.sum())} requests whose decode the "
+        f"replay covers). Chosen form: **{fit.chosen.form}**; front-end delay "
+        f"{delay * 1e3:.2f} ms (`calibrate/serving_v1.py`). {trust}",
         "",
         *form_lines(fit),
         "",
-        "Decode time given the replayed batches (predicted / measured − 1):",
+        f"Decode time given the replayed batches (predicted / measured − 1; kernels: "
+        f"{profile or 'analytic'}):",
         "",
-        "| cost | mean | p50 |",
-        "|---|---|---|",
-        f"| kernels alone ({profile or 'analytic'}) | {before['mean']:+.1%} | {before['p50']:+.1%} |",
-        f"| kernels + serving path | {after['mean']:+.1%} | {after['p50']:+.1%} |",
+        *table,
         "",
-        "These are errors on the requests fitted: replay another run with the profile to check it.",
+        (
+            f"Held out: requests {describe_rows(np.flatnonzero(held))} (the last "
+            f"{1 - fraction:.0%} by send time), nothing fitted on them."
+            if partial
+            else "These are errors on the requests fitted: replay another run with the "
+            "profile to check it (or fit on part of this one, `--fit-fraction`)."
+        ),
     ]
     written["report"] = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     return written
+
+
+def _step_times(run):
+    """The step times ``--scheduler-alone`` read off ``run`` (every token's time where the
+    result keeps them, else 1 s bins)."""
+    from pagesim.calibrate.step_times import from_token_times, reconstruct
+
+    tokens = run.meta.get("token_times_s")
+    return from_token_times(run, tokens) if tokens is not None else reconstruct(run)
 
 
 def _scheduler_alone(spec, run, measured: pd.DataFrame, cost_name: str):

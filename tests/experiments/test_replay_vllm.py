@@ -239,6 +239,18 @@ def test_fit_serving_recovers_the_serving_path_a_v1_run_was_made_with(tmp_path):
     assert main([*args, "--out", str(bare)]) == 0
     off = vcsv.read(bare / vcsv.FILE_NAME)
     assert off.loc[off["metric"] == "tpot", "error"].abs().min() > 0.1
+    # fitted on the first half by send time, the second half is reported as held out
+    half = tmp_path / "half"
+    code = main([*args, "--scheduler-alone", "--fit-serving", str(half), "--fit-fraction",
+                 "0.5", "--out", str(tmp_path / "alone-half")])  # fmt: skip
+    assert code == 0
+    doc = yaml.safe_load((half / "profile.yaml").read_text())
+    assert doc["serving"]["fitted_on"] == "v1.json (requests 1-80)"
+    assert doc["serving"]["coefficients"]["const_s"] == pytest.approx(4e-3, rel=0.25)
+    assert "--fit-fraction 0.5" in doc["command"]
+    report = (half / "report.md").read_text()
+    assert "| held out | " in report and "Held out: requests 81-160" in report
+    assert "The step times hold each request's output − 1 within" in report
 
 
 def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_path, capsys):
@@ -249,6 +261,11 @@ def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_p
     assert "--fit-serving fits on the batches of the --scheduler-alone replay" in (
         capsys.readouterr().err
     )
+    assert main([*args, "--fit-fraction", "0.5", "--out", str(tmp_path / "o")]) != 0
+    assert "--fit-fraction says which requests --fit-serving fits on" in capsys.readouterr().err
+    bad = ["--scheduler-alone", "--fit-serving", str(tmp_path / "f"), "--fit-fraction", "0"]
+    assert main([*args, *bad, "--out", str(tmp_path / "o")]) != 0
+    assert "--fit-fraction: must be in (0, 1], got 0.0" in capsys.readouterr().err
     served = "a100-80gb-vidur-vllm023-serving"
     code = main([*args, "--profile", served, "--scheduler-alone", "--fit-serving",
                  str(tmp_path / "f"), "--out", str(tmp_path / "o2")])  # fmt: skip
