@@ -22,8 +22,9 @@ One row per run x cost model x metric x statistic::
   (``calibrate/step_times.py``): its errors are the scheduler's (and the pool's) alone;
 - ``error`` = predicted / measured − 1;
 - ``lo_ms``, ``hi_ms``, ``covered``: the interval around the prediction (the headline cost
-  model's closed-loop rows, where the dataset makes intervals: ``intervals.py``) and
-  whether it holds the measured value; empty elsewhere.
+  model's closed-loop rows, where the dataset makes intervals: ``intervals.py``; and a
+  dataset's own fitted cost model where its page says how, e.g. the vLLM 0.19 runs'
+  ``kernels+serving-half``) and whether it holds the measured value; empty elsewhere.
 
 Times in ms. A user's own result is one more dataset: the same columns, the same meaning.
 """

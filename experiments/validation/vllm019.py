@@ -70,6 +70,8 @@ RECORDED = vcsv.RECORDED_STEPS
 #: the headline plus a serving path fitted on the run's first half (module docstring)
 SERVED = "kernels+serving-half"
 HALVES = (("first half", "fit"), ("second half", "held_out"))
+#: the sources of spread of its intervals (vllm019_serving_protocol.md, addendum 2)
+SERVED_SOURCES = ("cost", "serving")
 
 
 def recognise(folder: Path) -> bool:
@@ -183,7 +185,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             ),
         ],
         command=COMMAND,
-        extra={"skipped": skipped},
+        extra={"skipped": skipped, "out_dir": Path(out_dir)},
         intervals=INTERVALS,
     )
     return study
@@ -244,14 +246,17 @@ def _half_name(run: str, half: str) -> str:
 
 def serving_half_rows(study: Study, replays: dict) -> list[dict]:
     """Per run: the serving path fitted on its first half's decodes over the recorded-steps
-    replay's batches, the decode-time errors of both halves before and after, and the run
-    replayed closed loop under the headline plus it, rows per half (module docstring)."""
+    replay's batches, the decode-time errors of both halves before and after, the run
+    replayed closed loop under the headline plus it, rows per half, and their intervals
+    (module docstring; ``vllm019_serving_protocol.md``)."""
     from pagesim.calibrate.serving_v1 import all_coefficients, decode_errors, fit_serving_v1
     from pagesim.experiments.validation.replay import replay
-    from pagesim.simulator.costmodel.serving import ServingCostModel
+    from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.model_gpu_specs import get_gpu
 
     recorded = _recorded(replays)
-    fits, rows = {}, []
+    fits, rows, choices = {}, [], {}
+    folder = study.extra.get("out_dir", Path(".")) / "serving-half"
     for v in study.runs:
         if v.name not in recorded:
             continue
@@ -263,25 +268,85 @@ def serving_half_rows(study: Study, replays: dict) -> list[dict]:
             h: (decode_errors(w, {}, m), decode_errors(w, coefs, m)) for h, m in masks.items()
         }
         path = fit.serving_path(
-            origin="fitted on the run's first half (vllm019_serving_protocol.md)"
+            origin=f"fitted on {v.name}'s first half (vllm019_serving_protocol.md)"
         )
-
-        def make(vrun, path=path):
-            return ServingCostModel(_headline_model(vrun), path)
-
-        served = CostModelChoice(SERVED, None, make=make)
-        rep = replay(v, served)
-        req = rep.requests.sort_values("request_id")
-        meas = v.run.latencies()
-        if not np.array_equal(req["prompt_len"].to_numpy(), v.run.table["prompt_len"].to_numpy()):
-            raise DataError(f"{v.name}: the replay's requests are not the records' in order")
-        first = np.arange(v.run.num_requests) < half
-        for (label, role), sel in zip(HALVES, (first, ~first), strict=True):
+        profile = resolve_profile(v.info["profile"], get_gpu(v.settings["hardware"]["gpu"]))
+        saved = profile.with_terms(serving=path).save(
+            folder / v.name.replace("/", "-") / "profile.yaml"
+        )
+        choices[v.name] = CostModelChoice(SERVED, str(saved))
+        rep = replay(v, choices[v.name])
+        for label, role, pred, meas in _halves(v, rep.requests, half):
             ids = {**run_ids(study, v), "run": _half_name(v.name, label), "role": role}
-            rows += vcsv.latency_rows(req[sel], meas[sel], **ids, cost_model=SERVED, headline=False)
-        fits[v.name] = {"fit": fit, "errors": errors, "half": half, "description": rep.description}
+            rows += vcsv.latency_rows(pred, meas, **ids, cost_model=SERVED, headline=False)
+        fits[v.name] = {"fit": fit, "errors": errors, "half": half}
     study.extra["serving_half"] = fits
+    if study.intervals is not None and choices:
+        rows = _served_intervals(study, choices, rows)
     return rows
+
+
+def _halves(vrun: ValidationRun, requests: pd.DataFrame, half: int):
+    """(label, role, predicted, measured) per half of ``vrun``'s requests in the records'
+    order (the replay's must be the records' in order)."""
+    req = requests.sort_values("request_id")
+    if not np.array_equal(req["prompt_len"].to_numpy(), vrun.run.table["prompt_len"].to_numpy()):
+        raise DataError(f"{vrun.name}: the replay's requests are not the records' in order")
+    meas = vrun.run.latencies()
+    first = np.arange(vrun.run.num_requests) < half
+    for (label, role), sel in zip(HALVES, (first, ~first), strict=True):
+        yield label, role, req[sel], meas[sel]
+
+
+def _served_intervals(study: Study, choices: dict, rows: list[dict]) -> list[dict]:
+    """The intervals of the fitted serving path's rows (the protocol's addendum 2): raw
+    intervals from replicates drawing ``cost`` and ``serving``, the conformal factor fitted
+    on the first halves' statistics, the second halves' coverage held out."""
+    from dataclasses import replace
+
+    from pagesim.experiments.validation.intervals import conformal_factor
+    from pagesim.experiments.validation.replay import replay
+
+    cfg = study.intervals
+    lo_q, hi_q = (1 - cfg.nominal) / 2, 1 - (1 - cfg.nominal) / 2
+    raw: dict[tuple[str, str, str], tuple[float, float]] = {}
+    for v in study.runs:
+        if v.name not in choices:
+            continue
+        half = study.extra["serving_half"][v.name]["half"]
+        values: dict[tuple[str, str, str], list[float]] = {}
+        for r in range(cfg.replicates):
+            settings = {
+                **v.settings,
+                "seed": cfg.seed,
+                "spread": {"sources": list(SERVED_SOURCES), "replicate": r},
+            }
+            rep = replay(replace(v, settings=settings), choices[v.name], every_step=False)
+            for label, _, pred, _ in _halves(v, rep.requests, half):
+                for metric in vcsv.METRICS:
+                    x = pred[f"{metric}_s"].to_numpy(dtype=float)
+                    for stat in vcsv.STATS:
+                        key = (_half_name(v.name, label), metric, stat)
+                        values.setdefault(key, []).append(vcsv.statistic(x, stat) * 1e3)
+        for key, vs in values.items():
+            raw[key] = (float(np.quantile(vs, lo_q)), float(np.quantile(vs, hi_q)))
+
+    def score(row) -> float:
+        lo, hi = raw[(row["run"], row["metric"], row["stat"])]
+        return abs(row["measured_ms"] - (lo + hi) / 2) / max((hi - lo) / 2, 1e-12)
+
+    factor = conformal_factor(np.array([score(r) for r in rows if r["role"] == "fit"]), cfg.nominal)
+    out = []
+    for r in rows:
+        lo, hi = raw[(r["run"], r["metric"], r["stat"])]
+        c, h = (lo + hi) / 2, (hi - lo) / 2
+        r = {**r, "lo_ms": c - factor * h, "hi_ms": c + factor * h}
+        r["covered"] = bool(r["lo_ms"] <= r["measured_ms"] <= r["hi_ms"])
+        r["raw_covered"] = bool(lo <= r["measured_ms"] <= hi)
+        r["raw_width"] = (hi - lo) / r["measured_ms"]
+        out.append(r)
+    study.extra["serving_half_intervals"] = {"factor": factor, "rows": out}
+    return [{k: v for k, v in r.items() if k not in ("raw_covered", "raw_width")} for r in out]
 
 
 def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
@@ -345,6 +410,31 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "absorbs whatever the kernel profile misses on that server (the mixed steps' "
         "attention, the TP all-reduce), not only host work.",
     ]
+    cov = study.extra.get("serving_half_intervals")
+    if cov:
+        cfg = study.intervals
+        frame = pd.DataFrame(cov["rows"])
+        lines += [
+            "",
+            f"Intervals ({cfg.nominal:.0%}; the protocol's addendum 2, decided before any was "
+            f"computed): each run replayed {cfg.replicates} times under the headline plus its "
+            "fitted serving path, each replicate one draw of the sources "
+            f"{', '.join(SERVED_SOURCES)} (one multiplier per kernel term from its held-out "
+            "residuals, one on the serving path from its fit residuals); the raw interval is "
+            "the replicates' central range, widened by the conformal factor fitted on the "
+            f"first halves' statistics (**{cov['factor']:.2f}**); the second halves' coverage "
+            "is held out. Width: the mean of (hi − lo) / measured.",
+            "",
+            "| half | role | statistics | raw coverage | raw width | coverage | width |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for label, role in HALVES:
+            sub = frame[frame["role"] == role]
+            width = ((sub["hi_ms"] - sub["lo_ms"]) / sub["measured_ms"]).mean()
+            lines.append(
+                f"| {label} | {role} | {len(sub)} | {sub['raw_covered'].mean():.0%} | "
+                f"{sub['raw_width'].mean():.0%} | {sub['covered'].mean():.0%} | {width:.0%} |"
+            )
     return lines
 
 

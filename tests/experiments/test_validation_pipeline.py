@@ -327,6 +327,14 @@ def test_vllm019_a_serving_path_fitted_on_the_first_half_predicts_the_second(v01
         assert abs(after["mean"]) < abs(before["mean"]), (v.name, before, after)
     # the charts show the study's own cost models only
     assert SERVED not in [c.name for c in study.cost_models]
+    # intervals: the factor fitted on the first halves, every row with its interval
+    cov = study.extra["serving_half_intervals"]
+    assert 0 < cov["factor"] < np.inf
+    assert served[["lo_ms", "hi_ms"]].notna().all().all()
+    assert (served["lo_ms"] <= served["predicted_ms"]).all()
+    assert (served["predicted_ms"] <= served["hi_ms"]).all()
+    inside = (served["lo_ms"] <= served["measured_ms"]) & (served["measured_ms"] <= served["hi_ms"])
+    assert (served["covered"].astype(bool) == inside).all()
 
 
 def test_docs_validation_vllm019_page_is_up_to_date(v019):
