@@ -236,23 +236,57 @@ def fit_serving_v1(
 ) -> tuple[ServingFit, Windows]:
     """Every form fitted on ``run``'s requests ``fit_rows`` (row indices of its table; all
     by default) over its recorded-steps replay's ``log``, the headline one chosen."""
-    w = windows(run, log)
-    rows = np.arange(run.num_requests) if fit_rows is None else np.asarray(fit_rows)
-    fit = np.isin(w.row, rows)
+    fit, windows_of = fit_serving_v1_runs(
+        [(run, log, fit_rows)],
+        forms=forms,
+        selection_margin=selection_margin,
+        frontend_delay=frontend_delay,
+    )
+    return fit, windows_of[0]
+
+
+def fit_serving_v1_runs(
+    runs: list[tuple[MeasuredRun, np.ndarray, np.ndarray | None]],
+    *,
+    forms: list[str] | None = None,
+    selection_margin: float = 0.005,
+    frontend_delay: float = 0.0,
+) -> tuple[ServingFit, list[Windows]]:
+    """Every form fitted on the requests of several runs together (each ``(run, its
+    recorded-steps replay's log, its fit rows or None for all)``), the headline one chosen;
+    each run's windows."""
+    each = [windows(run, log) for run, log, _ in runs]
+    masks = []
+    for (run, _, rows), w in zip(runs, each, strict=True):
+        rows = np.arange(run.num_requests) if rows is None else np.asarray(rows)
+        masks.append(np.isin(w.row, rows))
+    w = Windows(
+        row=np.concatenate([x.row for x in each]),
+        steps=np.concatenate([x.steps for x in each]),
+        measured_s=np.concatenate([x.measured_s for x in each]),
+        price_s=np.concatenate([x.price_s for x in each]),
+        features={k: np.concatenate([x.features[k] for x in each]) for k in each[0].features},
+    )
+    fit = np.concatenate(masks)
     if fit.sum() < 4:
+        names = ", ".join(run.name for run, _, _ in runs)
         raise DataError(
-            f"run {run.name}: {int(fit.sum())} requests to fit the serving path on (it needs "
+            f"run {names}: {int(fit.sum())} requests to fit the serving path on (it needs "
             "requests with two or more output tokens whose decode the replay covers)"
         )
     fits = [fit_form(w, form, fit, frontend_delay) for form in (forms or list(SERVING_FORMS))]
     sources = tuple(
         {"file": PurePath(path).name, "repository": "", "commit": "", "sha256": sha}
+        for run, _, _ in runs
         for path, sha in run.sources
     )
-    fitted_on = ", ".join(PurePath(path).name for path, _ in run.sources) or run.name
-    if fit_rows is not None:
-        fitted_on += f" (requests {describe_rows(rows)})"
-    return ServingFit(fits, choose_form(fits, selection_margin), fitted_on, sources), w
+    named = []
+    for run, _, rows in runs:
+        name = ", ".join(PurePath(path).name for path, _ in run.sources) or run.name
+        if rows is not None:
+            name += f" (requests {describe_rows(np.asarray(rows))})"
+        named.append(name)
+    return ServingFit(fits, choose_form(fits, selection_margin), "; ".join(named), sources), each
 
 
 def describe_rows(rows: np.ndarray) -> str:

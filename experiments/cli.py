@@ -370,7 +370,9 @@ def _register_validate_vllm(subparsers: argparse._SubParsersAction, fmt) -> None
         help="replay real vLLM runs and compare latencies (validation.csv, a page, a chart)",
         description=(
             "Recognise the dataset in DIR by its files (DistServe's vllm-N-RATE.csv: per-request "
-            "records of vLLM v0.2.3 serving OPT-13B on one A100-80GB), replay each run's exact "
+            "records of vLLM v0.2.3 serving OPT-13B on one A100-80GB; LLMServingSim's vLLM 0.19 "
+            "runs; inference-sim's H100 stages; or your own vllm bench serve results beside a "
+            "pagesim-runs.yaml, docs/your_server.md), replay each run's exact "
             "requests with the settings its server ran with (the dataset's manifest: launch, "
             "role, evidence), under each cost model (the headline one with a serving path fitted "
             "on the manifest's fit runs only), and write validation.csv (one row per run x cost "
@@ -379,7 +381,8 @@ def _register_validate_vllm(subparsers: argparse._SubParsersAction, fmt) -> None
             "saturation rate, the KV pool, and every serving form tried."
         ),
         epilog="examples:\n  pagesim validate-vllm --data ../shared/data/distserve_vllm_opt13b "
-        "--out out/validation --docs docs/validation.md\n",
+        "--out out/validation --docs docs/validation.md\n  pagesim validate-vllm --data my-runs "
+        "--out out/my-server   # my-runs/: results + pagesim-runs.yaml\n",
         formatter_class=fmt,
     )
     vv.add_argument("--data", required=True, help="the dataset's folder (e.g. DistServe's runs)")

@@ -19,6 +19,7 @@ DATASETS = {
     "distserve_vllm_opt13b": "pagesim.experiments.validation.distserve",
     "llmservingsim_vllm019": "pagesim.experiments.validation.vllm019",
     "inference_sim_h100_v0151": "pagesim.experiments.validation.h100",
+    "vllm_bench_runs": "pagesim.experiments.validation.own_runs",
 }
 
 
@@ -37,5 +38,6 @@ def recognise(folder: Path) -> ModuleType:
     raise DataError(
         f"--data {folder}: not a dataset pagesim knows ({', '.join(DATASETS)}): DistServe's "
         "vllm-N-RATE.csv runs, LLMServingSim's <GPU>/<model>/vllm/ runs beside workloads/, or "
-        "inference-sim's <experiment>/results/stage_N_lifecycle_metrics.json"
+        "inference-sim's <experiment>/results/stage_N_lifecycle_metrics.json, or your own vllm bench "
+        "serve results beside a pagesim-runs.yaml (docs/your_server.md)"
     )

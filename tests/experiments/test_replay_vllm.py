@@ -114,7 +114,9 @@ def test_a_result_without_aggregates_is_measured_from_its_arrays(tmp_path):
     assert "measured from its per-request arrays" in page and "median_ttft_ms" in page
 
 
-def _v1_run_by_pagesim(tmp_path, n=160, serving=None, blocks=3000):
+def _v1_run_by_pagesim(
+    tmp_path, n=160, serving=None, blocks=3000, rate=8.0, name="v1.json", seed=3
+):
     """A `vllm bench serve` result written from a pagesim run of a V1 server (vllm-v1,
     the analytic profile, plus ``serving`` where given): the scheduler and the step cost
     that made it are known."""
@@ -125,11 +127,11 @@ def _v1_run_by_pagesim(tmp_path, n=160, serving=None, blocks=3000):
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.workloads.assemble import assemble_trace
 
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     trace = assemble_trace(
         prompt_len=rng.integers(50, 1500, n),
         output_len=rng.integers(20, 300, n),
-        arrival_s=np.cumsum(rng.exponential(1 / 8.0, n)),
+        arrival_s=np.cumsum(rng.exponential(1 / rate, n)),
     )
     doc = {
         "hardware": {"model": "llama-2-7b", "gpu": "a100-80gb", "kv_slots": blocks * 16},
@@ -155,7 +157,7 @@ def _v1_run_by_pagesim(tmp_path, n=160, serving=None, blocks=3000):
     result = {
         "backend": "vllm",
         "model_id": "meta-llama/Llama-2-7b-hf",
-        "request_rate": 8.0,
+        "request_rate": rate,
         "completed": n,
         "input_lens": req["prompt_len"].astype(int).tolist(),
         "output_lens": out.astype(int).tolist(),
@@ -164,7 +166,7 @@ def _v1_run_by_pagesim(tmp_path, n=160, serving=None, blocks=3000):
         "start_times": (100.0 + req["arrival_s"]).tolist(),
         "errors": [""] * n,
     }
-    path = tmp_path / "v1.json"
+    path = tmp_path / name
     path.write_text(json.dumps(result))
     return path
 
@@ -271,3 +273,84 @@ def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_p
                  str(tmp_path / "f"), "--out", str(tmp_path / "o2")])  # fmt: skip
     assert code != 0
     assert "already has a serving section" in capsys.readouterr().err
+
+
+def test_validate_vllm_on_your_own_runs(tmp_path, capsys):
+    """Your own results in a folder beside pagesim-runs.yaml: `validate-vllm` replays every
+    run, fits the serving path on the one the manifest names and holds out the others.
+    The runs: pagesim's own V1 server (analytic kernels plus a known serving path) at 3, 6
+    and 9 req/s."""
+    import yaml
+
+    from pagesim.simulator.costmodel.serving import ServingPath
+
+    made = ServingPath("seq", {"const_s": 4e-3, "s_per_seq": 1.5e-4}, frontend_delay_s=0.012)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for seed, rate in enumerate((3.0, 6.0, 9.0)):
+        _v1_run_by_pagesim(folder, n=120, serving=made, blocks=8000, rate=rate,
+                           name=f"run-{rate:g}.json", seed=seed)  # fmt: skip
+    manifest = {
+        "model": "llama-2-7b",
+        "gpu": "a100-80gb",
+        "scheduler": "vllm-v1",
+        "server_args": "--max-num-seqs 64 --max-num-batched-tokens 2048 "
+        "--num-gpu-blocks-override 8000",
+        "server": "a made-up server",
+        "fit": ["run-3.json"],
+    }
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    out = tmp_path / "out"
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(out)]) == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    assert set(table["dataset"]) == {"vllm_bench_runs"}
+    roles = table.drop_duplicates("run").set_index("run")["role"].to_dict()
+    assert roles == {"run-3": "fit", "run-6": "held_out", "run-9": "held_out"}
+    head = table[table["headline"] & table["metric"].isin(vcsv.METRICS)]
+    assert set(head["cost_model"]) == {"serving"}
+    held = head[head["role"] == "held_out"]
+    assert (held["error"].abs() < 0.08).all(), held[["run", "metric", "stat", "error"]]
+    kernels = table[(table["cost_model"] == "kernels") & (table["metric"] == "tpot")]
+    assert (kernels["error"] < -0.1).all()  # the kernels alone are far short
+    fitted = yaml.safe_load((out / "profiles" / "serving" / "profile.yaml").read_text())
+    assert fitted["serving"]["coefficients"]["const_s"] == pytest.approx(4e-3, rel=0.25)
+    assert fitted["serving"]["fitted_on"] == "run-3.json"
+    page = (out / "validation.md").read_text()
+    for heading in ("## Your server", "## The serving path, fitted on the fit runs",
+                    "## Saturation rate (req/s)", "## The step cost alone"):  # fmt: skip
+        assert heading in page
+    decode = table[table["metric"] == "decode_given_concurrency"]
+    assert set(decode["cost_model"]) == {"serving"} and len(decode) == 9
+    assert (decode["error"].abs() < 0.05).all(), decode[["run", "stat", "error"]]
+    # a manifest naming a file that is not there is one line naming it
+    manifest["fit"] = ["run-4.json"]
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(tmp_path / "o2")]) != 0
+    assert "fit: no file 'run-4.json'" in capsys.readouterr().err
+    manifest["fit"], manifest["sheduler"] = ["run-3.json"], "vllm"
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(tmp_path / "o3")]) != 0
+    assert "sheduler" in capsys.readouterr().err
+
+
+def test_validate_vllm_on_your_own_runs_of_a_v0_server(tmp_path):
+    """A v0 server's results (made-up requests in the real format): the serving path is
+    fitted from the records directly (calibrate/serving.py); no recorded-steps replay."""
+    import yaml
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for seed in (0, 1):
+        path, _ = _result(folder, n=40, seed=seed)
+        path.rename(folder / f"run-{seed}.json")
+    manifest = {"model": "llama-2-7b", "gpu": "a100-80gb", "scheduler": "vllm",
+                "server_args": "--max-num-seqs 64", "fit": ["run-0.json"]}  # fmt: skip
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    out = tmp_path / "out"
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(out)]) == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    assert set(table["cost_model"]) == {"kernels", "serving"}
+    assert set(table.loc[table["run"] == "run-1", "role"]) == {"held_out"}
+    profile = yaml.safe_load((out / "profiles" / "serving" / "profile.yaml").read_text())
+    assert profile["serving"]["fitted_on"] == "run-0.json"
+    assert "| form | chosen |" in (out / "validation.md").read_text()
