@@ -532,7 +532,8 @@ def _page_lines(
         f"{run.num_requests} requests at {run.rate_req_s:g} req/s "
         f"({raw.get('model_id', 'model not named')}, {raw.get('backend', 'backend not named')}), "
         f"replayed by pagesim as `{model}` on `{gpu}`, scheduler `{scheduler}`, cost model "
-        f"{result.notes.get('cost_model_description', cost_name)}. Nothing is fitted on this run.",
+        f"{result.notes.get('cost_model_description', cost_name)}. Nothing of this replay's cost "
+        "model is fitted on this run.",
         "",
         "Settings replayed: "
         + (", ".join(f"`{k}: {v}`" for k, v in sorted(settings.items())) or "pagesim's defaults")
