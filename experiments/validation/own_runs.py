@@ -14,6 +14,8 @@ Scenario: you benchmarked your server at several request rates with ``vllm bench
     fit: [run-2.json]              # optional: the runs the serving path is fitted on
     runs: [run-2.json, run-4.json] # optional: the result files (default: every *.json)
     saturation_ttft_s: 1.0         # optional: the TTFT p50 whose crossing is saturation
+    intervals:                     # optional: intervals around the headline (docs/intervals.md)
+      {nominal: 0.9, replicates: 20, sources: [cost, serving], seed: 0}
 
 ``pagesim validate-vllm --data FOLDER --out OUT`` then validates pagesim on your server the
 way it validates the published runs: every run replayed with your server's settings and
@@ -50,6 +52,7 @@ from pagesim import yamlio
 from pagesim.errors import ConfigError, DataError
 from pagesim.experiments.validation import vcsv
 from pagesim.experiments.validation.compare import Goal, run_ids, saturation_rates, within_goal
+from pagesim.experiments.validation.manifest import Intervals
 from pagesim.experiments.validation.report import pct, rate_text
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
 from pagesim.specbase import StrictSpec, format_validation_error
@@ -77,6 +80,8 @@ class RunsManifest(StrictSpec):
     fit: list[str] = Field(default_factory=list)
     runs: list[str] | None = None
     saturation_ttft_s: float = Field(default=1.0, gt=0)
+    #: optional: intervals around the headline (docs/intervals.md), their coverage on the runs
+    intervals: Intervals | None = None
 
 
 def recognise(folder: Path) -> bool:
@@ -251,6 +256,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
         command=COMMAND,
         extra=extra,
         saturation_ttft_s=manifest.saturation_ttft_s,
+        intervals=manifest.intervals,
     )
 
 

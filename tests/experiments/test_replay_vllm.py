@@ -322,6 +322,19 @@ def test_validate_vllm_on_your_own_runs(tmp_path, capsys):
     decode = table[table["metric"] == "decode_given_concurrency"]
     assert set(decode["cost_model"]) == {"serving"} and len(decode) == 9
     assert (decode["error"].abs() < 0.05).all(), decode[["run", "stat", "error"]]
+    # intervals where the manifest asks for them: the headline's rows get lo / hi /
+    # covered, the page its coverage, the fitted profile the conformal factor
+    manifest["intervals"] = {"nominal": 0.9, "replicates": 4, "sources": ["serving"], "seed": 0}
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    out = tmp_path / "out-intervals"
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(out)]) == 0
+    table = vcsv.read(out / vcsv.FILE_NAME)
+    head = table[table["headline"] & table["metric"].isin(vcsv.METRICS)]
+    assert head[["lo_ms", "hi_ms"]].notna().all().all() and head["covered"].notna().all()
+    assert "## Intervals (90%)" in (out / "validation.md").read_text()
+    fitted = yaml.safe_load((out / "profiles" / "serving" / "profile.yaml").read_text())
+    assert fitted["intervals"]["replicates"] == 4
+    del manifest["intervals"]
     # a manifest naming a file that is not there is one line naming it
     manifest["fit"] = ["run-4.json"]
     (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
