@@ -106,6 +106,11 @@ def load(folder: Path) -> RunsManifest:
         for name in names:
             if not (folder / name).is_file():
                 raise ConfigError(f"{path}: {key}: no file {name!r} in {folder}")
+    if manifest.intervals is not None and len(files) < 2:
+        raise ConfigError(
+            f"{path}: intervals: their conformal factor is fitted on the other runs (leave one "
+            f"run out), so they need two runs or more; {folder} has {len(files)}"
+        )
     stray = [n for n in manifest.fit if n not in files]
     if stray:
         raise ConfigError(f"{path}: fit: {stray[0]!r} is not one of the runs {files}")
