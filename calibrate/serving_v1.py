@@ -47,7 +47,7 @@ host work.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 import numpy as np
@@ -57,7 +57,7 @@ from pagesim.calibrate.nnls import nnls
 from pagesim.calibrate.serving import Coefficients, FormFit, ServingFit, choose_form
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.recorded import LOG_COLUMNS
-from pagesim.simulator.costmodel.serving import SERVING_FORMS
+from pagesim.simulator.costmodel.serving import SERVING_FORMS, ServingPath
 from pagesim.workloads.records import MeasuredRun
 
 #: the per-step coefficients' units in the solver (s): ms, ms, µs, µs
@@ -287,6 +287,27 @@ def fit_serving_v1_runs(
             name += f" (requests {describe_rows(np.asarray(rows))})"
         named.append(name)
     return ServingFit(fits, choose_form(fits, selection_margin), "; ".join(named), sources), each
+
+
+def fit_serving_v1_timed(
+    runs: list[tuple[MeasuredRun, np.ndarray, np.ndarray | None]],
+    replay_ttft_s: Callable[[ServingPath], np.ndarray],
+    measured_ttft_s: np.ndarray,
+    **kw,
+) -> tuple[ServingFit, list[Windows], float]:
+    """The fit of :func:`fit_serving_v1_runs` with the front-end delay of client-timed
+    records (module docstring): the step coefficients first (they do not depend on the
+    delay), then the delay at which ``replay_ttft_s(serving path)`` (the runs replayed closed
+    loop under the kernels plus that path: their TTFTs, in the order of ``measured_ttft_s``;
+    NaN where a request is not to count) meets the measured TTFTs
+    (:func:`frontend_delay_s`), then every form again with it. Also the delay."""
+    steps_only, _ = fit_serving_v1_runs(runs, **kw)
+    path = steps_only.serving_path()
+    delay = frontend_delay_s(
+        lambda f: replay_ttft_s(replace(path, frontend_delay_s=f)), measured_ttft_s
+    )
+    fit, each = fit_serving_v1_runs(runs, frontend_delay=delay, **kw)
+    return fit, each, delay
 
 
 def describe_rows(rows: np.ndarray) -> str:

@@ -278,16 +278,13 @@ def _fit_serving(
     """The V1 serving fit on the recorded-steps replay (``--fit-serving``, module
     docstring), on the first ``fraction`` of the requests by send time (the rest held
     out): DIR/profile.yaml and DIR/report.md."""
-    from dataclasses import replace
-
     from pagesim.calibrate.serving import serving_profile
     from pagesim.calibrate.serving_v1 import (
         all_coefficients,
         decode_errors,
         describe_rows,
-        fit_serving_v1,
+        fit_serving_v1_timed,
         form_lines,
-        frontend_delay_s,
     )
     from pagesim.calibrate.step_times import step_count_errors
     from pagesim.files import atomic_write_text
@@ -304,23 +301,20 @@ def _fit_serving(
     order = np.argsort(run.table["arrival_s"].to_numpy(dtype=float), kind="stable")
     fit_rows = np.sort(order[: max(1, int(np.ceil(fraction * run.num_requests)))])
     partial = len(fit_rows) < run.num_requests
-    # the step coefficients do not depend on the delay; the delay is where the run,
-    # replayed under the kernels plus those coefficients, has the measured median TTFT
-    # (of the fit requests that queued least)
-    steps_only, _ = fit_serving_v1(run, log, fit_rows=fit_rows if partial else None)
     kernels = make_cost_model(spec.hardware, get_model(spec.hardware.model), get_gpu(gpu))
-    path = steps_only.serving_path()
 
-    def replay_ttft(delay_s: float) -> np.ndarray:
-        model = ServingCostModel(kernels, replace(path, frontend_delay_s=delay_s))
-        req = simulate(spec, trace=run.trace(), cost_model=model).requests
+    def replay_ttft(path) -> np.ndarray:
+        req = simulate(spec, trace=run.trace(), cost_model=ServingCostModel(kernels, path)).requests
         return req.sort_values("request_id")["ttft_s"].to_numpy(dtype=float)
 
-    measured_ttft = run.latencies()["ttft_s"].to_numpy(dtype=float)
     held = np.ones(run.num_requests, dtype=bool)
     held[fit_rows] = False
-    delay = frontend_delay_s(replay_ttft, np.where(held, np.nan, measured_ttft))
-    fit, w = fit_serving_v1(run, log, fit_rows=fit_rows if partial else None, frontend_delay=delay)
+    measured_ttft = run.latencies()["ttft_s"].to_numpy(dtype=float)
+    fit, (w,), delay = fit_serving_v1_timed(
+        [(run, log, fit_rows if partial else None)],
+        replay_ttft,
+        np.where(held, np.nan, measured_ttft),  # the delay from the fit requests only
+    )
     fitted = serving_profile(
         fit,
         profile,

@@ -170,11 +170,9 @@ def _recorded_steps(manifest: RunsManifest):
 
 def fit_serving(manifest: RunsManifest, fit_runs: list[ValidationRun]):
     """The serving path fitted on ``fit_runs`` (module docstring): the fit and the profile."""
-    from dataclasses import replace
-
     from pagesim.calibrate.serving import fit_serving as fit_v0
     from pagesim.calibrate.serving import serving_profile
-    from pagesim.calibrate.serving_v1 import fit_serving_v1_runs, frontend_delay_s
+    from pagesim.calibrate.serving_v1 import fit_serving_v1_timed
     from pagesim.experiments.validation.replay import replay
     from pagesim.simulator.costmodel.serving import ServingCostModel
 
@@ -186,15 +184,11 @@ def fit_serving(manifest: RunsManifest, fit_runs: list[ValidationRun]):
     else:
         recorded = CostModelChoice(RECORDED, None, make=_recorded_steps(manifest))
         logs = [(v.run, replay(v, recorded).cost_model.log, None) for v in fit_runs]
-        steps_only, _ = fit_serving_v1_runs(logs)
-        path = steps_only.serving_path()
 
-        def ttft(delay_s: float) -> np.ndarray:
+        def ttft(path) -> np.ndarray:
             out = []
             for v in fit_runs:
-                model = ServingCostModel(
-                    _kernels(manifest, v), replace(path, frontend_delay_s=delay_s)
-                )
+                model = ServingCostModel(_kernels(manifest, v), path)
                 choice = CostModelChoice("serving", None, make=lambda _v, m=model: m)
                 req = replay(v, choice, every_step=False).requests
                 out.append(req.sort_values("request_id")["ttft_s"].to_numpy(dtype=float))
@@ -203,7 +197,7 @@ def fit_serving(manifest: RunsManifest, fit_runs: list[ValidationRun]):
         measured = np.concatenate(
             [v.run.latencies()["ttft_s"].to_numpy(dtype=float) for v in fit_runs]
         )
-        fit, _ = fit_serving_v1_runs(logs, frontend_delay=frontend_delay_s(ttft, measured))
+        fit, _, _ = fit_serving_v1_timed(logs, ttft, measured)
         origin = (
             f"fitted by `{COMMAND}` on {manifest.server}'s vllm bench serve results "
             f"{', '.join(manifest.fit)}: each request's decode time given the batches of its "
