@@ -30,7 +30,9 @@ time given the batches the replay ran in its real decode window, every serving f
 one chosen by two-fold cross-validation; the front-end delay from the TTFTs) and written
 as ``DIR/profile.yaml`` (``--profile`` plus the serving section, the result's file and
 sha256 named) and ``DIR/report.md``: replay another run with it. ``--fit-fraction F``
-fits on the first F of the requests by send time and reports the rest as held out.
+fits on the first F of the requests by send time and reports the rest as held out: their
+decode times given the replayed batches, and the run replayed closed loop under the fitted
+profile (``validation.csv`` rows per part, cost model ``<profile>+serving-fit``).
 """
 
 from __future__ import annotations
@@ -204,6 +206,29 @@ def replay_vllm(
             spec, run, measured, cost_name
         )
         rows += extra_rows
+    fitted: dict[str, Path] = {}
+    if fit_serving is not None:
+        fitted, fit_rows = _fit_serving(
+            run,
+            recorded.log,
+            spec,
+            Path(fit_serving),
+            profile=profile,
+            gpu=gpu,
+            server=server,
+            command=_fit_command(
+                path, model, gpu, profile, server_args, overrides, server, fit_fraction
+            ),
+            fraction=fit_fraction,
+            ids=dict(dataset=DATASET, rate=run.rate_req_s, launch="given"),
+            cost_name=cost_name,
+        )
+        rows += fit_rows
+        alone_lines += [
+            "",
+            f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
+            f"(`{fitted['report']}`).",
+        ]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = vcsv.frame(rows)
@@ -227,26 +252,7 @@ def replay_vllm(
         scheduler=scheduler,
         cost_name=cost_name,
     )
-    if fit_serving is not None:
-        fitted = _fit_serving(
-            run,
-            recorded.log,
-            spec,
-            Path(fit_serving),
-            profile=profile,
-            gpu=gpu,
-            server=server,
-            command=_fit_command(
-                path, model, gpu, profile, server_args, overrides, server, fit_fraction
-            ),
-            fraction=fit_fraction,
-        )
-        written.update(fitted)
-        alone_lines += [
-            "",
-            f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
-            f"(`{fitted['report']}`).",
-        ]
+    written.update(fitted)
     written["page"] = out_dir / PAGE_NAME
     written["page"].write_text("\n".join(lines + alone_lines))
     return written
@@ -273,11 +279,23 @@ def _fit_command(path, model, gpu, profile, server_args, overrides, server, frac
 
 
 def _fit_serving(
-    run, log, spec, out: Path, *, profile, gpu, server, command, fraction: float = 1.0
-) -> dict[str, Path]:
+    run,
+    log,
+    spec,
+    out: Path,
+    *,
+    profile,
+    gpu,
+    server,
+    command,
+    fraction: float = 1.0,
+    ids: dict | None = None,
+    cost_name: str = "analytic",
+) -> tuple[dict[str, Path], list[dict]]:
     """The V1 serving fit on the recorded-steps replay (``--fit-serving``, module
     docstring), on the first ``fraction`` of the requests by send time (the rest held
-    out): DIR/profile.yaml and DIR/report.md."""
+    out): DIR/profile.yaml and DIR/report.md written; with a held-out part, the run
+    replayed closed loop under the fitted profile, its validation.csv rows per part."""
     from pagesim.calibrate.serving import serving_profile
     from pagesim.calibrate.serving_v1 import (
         all_coefficients,
@@ -362,6 +380,38 @@ def _fit_serving(
             else "."
         )
     )
+    rows: list[dict] = []
+    loop_lines: list[str] = []
+    if partial:
+        from pagesim.experiments.validation import vcsv
+
+        served = f"{cost_name}+serving-fit"
+        req = simulate(
+            spec, trace=run.trace(), cost_model=ServingCostModel(kernels, fitted.serving)
+        ).requests.sort_values("request_id")
+        measured = run.latencies()
+        loop_lines = [
+            "",
+            f"The run replayed closed loop under the fitted profile (`{served}` in "
+            "validation.csv), each part's statistics (predicted / measured − 1):",
+            "",
+            "| requests | role | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean | E2E mean |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for label, role, mask in (("fitted", "fit", ~held), ("held out", "held_out", held)):
+            part = vcsv.latency_rows(
+                req[mask],
+                measured[mask],
+                **(ids or {}),
+                run=f"{run.name} ({label} requests)",
+                role=role,
+                cost_model=served,
+                headline=False,
+            )
+            rows += part
+            e = {(r["metric"], r["stat"]): r["error"] for r in part}
+            cells = [f"{e[(m, st)]:+.1%}" for st in ("p50", "mean") for m in vcsv.METRICS]
+            loop_lines.append(f"| {label} | {role} | " + " | ".join(cells) + " |")
     lines = [
         "# Serving path fit (vLLM V1)",
         "",
@@ -383,9 +433,10 @@ def _fit_serving(
             else "These are errors on the requests fitted: replay another run with the "
             "profile to check it (or fit on part of this one, `--fit-fraction`)."
         ),
+        *loop_lines,
     ]
     written["report"] = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
-    return written
+    return written, rows
 
 
 def _step_times(run):

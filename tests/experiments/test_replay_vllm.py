@@ -253,6 +253,14 @@ def test_fit_serving_recovers_the_serving_path_a_v1_run_was_made_with(tmp_path):
     report = (half / "report.md").read_text()
     assert "| held out | " in report and "Held out: requests 81-160" in report
     assert "The step times hold each request's output − 1 within" in report
+    # the run replayed closed loop under the fitted profile, each part's rows
+    assert "The run replayed closed loop under the fitted profile" in report
+    rows = vcsv.read(tmp_path / "alone-half" / vcsv.FILE_NAME)
+    served = rows[rows["cost_model"] == "analytic+serving-fit"]
+    assert set(served["run"]) == {"v1 (fitted requests)", "v1 (held out requests)"}
+    held = served[served["run"] == "v1 (held out requests)"]
+    assert set(held["role"]) == {"held_out"} and not served["headline"].any()
+    assert (held["error"].abs() < 0.06).all(), held[["metric", "stat", "error"]]
 
 
 def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_path, capsys):
