@@ -261,6 +261,16 @@ def test_fit_serving_recovers_the_serving_path_a_v1_run_was_made_with(tmp_path):
     held = served[served["run"] == "v1 (held out requests)"]
     assert set(held["role"]) == {"held_out"} and not served["headline"].any()
     assert (held["error"].abs() < 0.06).all(), held[["metric", "stat", "error"]]
+    # the same result fitted again: the same bytes
+    again = tmp_path / "half-again"
+    code = main([*args, "--scheduler-alone", "--fit-serving", str(again), "--fit-fraction",
+                 "0.5", "--out", str(tmp_path / "alone-half-again")])  # fmt: skip
+    assert code == 0
+    for name in ("profile.yaml", "report.md"):
+        assert (again / name).read_bytes() == (half / name).read_bytes()
+    assert (tmp_path / "alone-half-again" / vcsv.FILE_NAME).read_bytes() == (
+        tmp_path / "alone-half" / vcsv.FILE_NAME
+    ).read_bytes()
 
 
 def test_fit_serving_needs_the_scheduler_alone_replay_and_a_kernel_profile(tmp_path, capsys):
