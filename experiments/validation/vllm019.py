@@ -32,7 +32,9 @@ before any fit): on the recorded-steps replay's batches of the run's first half 
 requests by arrival (:mod:`pagesim.calibrate.serving_v1`), the second half held out; the
 run replayed closed loop under the headline plus that serving path (cost model
 :data:`SERVED`, not the headline), its rows split into the run's two halves (``<run>
-(first half)``, role ``fit``; ``<run> (second half)``, role ``held_out``).
+(first half)``, role ``fit``; ``<run> (second half)``, role ``held_out``). And each RTX PRO
+6000 run replayed under the serving path fitted on the other model's run (cost model
+:data:`OTHER`, role ``held_out``; addendum 3).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ SERVED = "kernels+serving-half"
 HALVES = (("first half", "fit"), ("second half", "held_out"))
 #: the sources of spread of its intervals (vllm019_serving_protocol.md, addendum 2)
 SERVED_SOURCES = ("cost", "serving")
+#: the headline plus the serving path fitted on another run of the same GPU (addendum 3)
+OTHER = "kernels+serving-other-model"
 
 
 def recognise(folder: Path) -> bool:
@@ -279,10 +283,45 @@ def serving_half_rows(study: Study, replays: dict) -> list[dict]:
         for label, role, pred, meas in _halves(v, rep.requests, half):
             ids = {**run_ids(study, v), "run": _half_name(v.name, label), "role": role}
             rows += vcsv.latency_rows(pred, meas, **ids, cost_model=SERVED, headline=False)
-        fits[v.name] = {"fit": fit, "errors": errors, "half": half}
+        fits[v.name] = {"fit": fit, "errors": errors, "half": half, "path": path}
     study.extra["serving_half"] = fits
     if study.intervals is not None and choices:
         rows = _served_intervals(study, choices, rows)
+    return rows + _other_model_rows(study, fits, folder)
+
+
+def _other_model_rows(study: Study, fits: dict, folder: Path) -> list[dict]:
+    """The protocol's addendum 3: each run whose GPU served exactly one other run replayed
+    under its own headline profile plus the serving path fitted on that other run's first
+    half (cost model :data:`OTHER`, role held_out)."""
+    from pagesim.experiments.validation.replay import replay
+    from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.model_gpu_specs import get_gpu
+
+    rows: list[dict] = []
+    partners: dict[str, str] = {}
+    for v in study.runs:
+        gpu = v.settings["hardware"]["gpu"]
+        same = [u for u in study.runs if u.settings["hardware"]["gpu"] == gpu and u is not v]
+        if len(same) != 1 or same[0].name not in fits or v.name not in fits:
+            continue
+        other = same[0].name
+        profile = resolve_profile(v.info["profile"], get_gpu(gpu))
+        saved = profile.with_terms(serving=fits[other]["path"]).save(
+            folder
+            / f"{v.name.replace('/', '-')}-serving-of-{other.replace('/', '-')}"
+            / "profile.yaml"
+        )
+        rep = replay(v, CostModelChoice(OTHER, str(saved)))
+        rows += vcsv.latency_rows(
+            rep.requests,
+            v.run.latencies(),
+            **{**run_ids(study, v), "role": "held_out"},
+            cost_model=OTHER,
+            headline=False,
+        )
+        partners[v.name] = other
+    study.extra["serving_other"] = partners
     return rows
 
 
@@ -410,6 +449,33 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "absorbs whatever the kernel profile misses on that server (the mixed steps' "
         "attention, the TP all-reduce), not only host work.",
     ]
+    partners = study.extra.get("serving_other", {})
+    if partners:
+        lines += [
+            "",
+            "Does a serving path move to another model on the same server (the protocol's "
+            "addendum 3, decided before any such replay)? Each RTX PRO 6000 run replayed closed "
+            "loop, every request, under its own headline profile plus the serving path fitted "
+            f"on the other run's first half (`{OTHER}`, role held_out):",
+            "",
+            "| run | serving path fitted on | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean "
+            "| E2E mean |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for run, other in partners.items():
+            cells = [_cell(table, run, OTHER, m) for m in vcsv.METRICS]
+            cells += [_cell(table, run, OTHER, m, "mean") for m in vcsv.METRICS]
+            lines.append(
+                f"| {run} | {other} (requests 1-{fits[other]['half']}) | "
+                + " | ".join(cells)
+                + " |"
+            )
+        lines += [
+            "",
+            "A serving path fitted so carries what the kernel profile misses for that model "
+            "and TP degree, not only the server's own cost per step: set each row beside the "
+            "run's own first-half fit above before using one model's fit for another.",
+        ]
     cov = study.extra.get("serving_half_intervals")
     if cov:
         cfg = study.intervals

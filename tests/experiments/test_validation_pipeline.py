@@ -344,6 +344,15 @@ def test_vllm019_a_serving_path_fitted_on_the_first_half_predicts_the_second(v01
         assert abs(after["mean"]) < abs(before["mean"]), (v.name, before, after)
     # the charts show the study's own cost models only
     assert SERVED not in [c.name for c in study.cost_models]
+    # addendum 3: each RTX PRO 6000 run under the other model's fitted serving path
+    from pagesim.experiments.validation.vllm019 import OTHER
+
+    assert study.extra["serving_other"] == {
+        "RTXPRO6000-Llama-3.1-8B": "RTXPRO6000-Qwen3-32B",
+        "RTXPRO6000-Qwen3-32B": "RTXPRO6000-Llama-3.1-8B",
+    }
+    other = table[table["cost_model"] == OTHER]
+    assert set(other["role"]) == {"held_out"} and len(other) == 2 * 9
     # intervals: the factor fitted on the first halves, every row with its interval
     cov = study.extra["serving_half_intervals"]
     assert 0 < cov["factor"] < np.inf
