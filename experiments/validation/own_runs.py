@@ -276,9 +276,7 @@ def open_loop_rows(study: Study, replays: dict) -> list[dict]:
         if head.name == "serving":
             # the recorded-steps replay was priced by the kernels: add the serving path
             serving = study.extra["profile"].serving
-            log[:, 2] += np.array(
-                [serving.step_time_s(int(n), int(c), int(p)) for n, c, p in log[:, 4:7]]
-            )
+            log[:, 2] += serving.step_time_s(log[:, 4], log[:, 5], log[:, 6])
         predicted, measured = priced_decode_times(v.run, log)
         rows += vcsv.rows(
             **run_ids(study, v),

@@ -328,8 +328,10 @@ def _other_model_rows(study: Study, fits: dict, folder: Path) -> list[dict]:
 def _halves(vrun: ValidationRun, requests: pd.DataFrame, half: int):
     """(label, role, predicted, measured) per half of ``vrun``'s requests in the records'
     order (the replay's must be the records' in order)."""
+    from pagesim.experiments.validation.intervals import _aligned
+
     req = requests.sort_values("request_id")
-    if not np.array_equal(req["prompt_len"].to_numpy(), vrun.run.table["prompt_len"].to_numpy()):
+    if not _aligned(vrun, req):
         raise DataError(f"{vrun.name}: the replay's requests are not the records' in order")
     meas = vrun.run.latencies()
     first = np.arange(vrun.run.num_requests) < half
@@ -343,8 +345,7 @@ def _served_intervals(study: Study, choices: dict, rows: list[dict]) -> list[dic
     on the first halves' statistics, the second halves' coverage held out."""
     from dataclasses import replace
 
-    from pagesim.experiments.validation.intervals import conformal_factor
-    from pagesim.experiments.validation.replay import replay
+    from pagesim.experiments.validation.intervals import conformal_factor, replicate_table
 
     cfg = study.intervals
     lo_q, hi_q = (1 - cfg.nominal) / 2, 1 - (1 - cfg.nominal) / 2
@@ -352,23 +353,23 @@ def _served_intervals(study: Study, choices: dict, rows: list[dict]) -> list[dic
     for v in study.runs:
         if v.name not in choices:
             continue
-        half = study.extra["serving_half"][v.name]["half"]
-        values: dict[tuple[str, str, str], list[float]] = {}
-        for r in range(cfg.replicates):
-            settings = {
-                **v.settings,
-                "seed": cfg.seed,
-                "spread": {"sources": list(SERVED_SOURCES), "replicate": r},
-            }
-            rep = replay(replace(v, settings=settings), choices[v.name], every_step=False)
-            for label, _, pred, _ in _halves(v, rep.requests, half):
-                for metric in vcsv.METRICS:
-                    x = pred[f"{metric}_s"].to_numpy(dtype=float)
-                    for stat in vcsv.STATS:
-                        key = (_half_name(v.name, label), metric, stat)
-                        values.setdefault(key, []).append(vcsv.statistic(x, stat) * 1e3)
-        for key, vs in values.items():
-            raw[key] = (float(np.quantile(vs, lo_q)), float(np.quantile(vs, hi_q)))
+        # the replicates of the headline's intervals, of this run under this cost model:
+        # each request's value per replicate, in the records' order
+        per_request: dict = {}
+        one = replace(study, runs=[v], cost_models=[replace(choices[v.name], headline=True)])
+        replicate_table(
+            one, cfg.nominal, cfg.replicates, list(SERVED_SOURCES), cfg.seed, per_request
+        )
+        first = np.arange(v.run.num_requests) < study.extra["serving_half"][v.name]["half"]
+        for (label, _), sel in zip(HALVES, (first, ~first), strict=True):
+            for metric in vcsv.METRICS:
+                values = per_request[(v.name, metric)][:, sel]
+                for stat in vcsv.STATS:
+                    vs = [vcsv.statistic(x, stat) * 1e3 for x in values]
+                    raw[(_half_name(v.name, label), metric, stat)] = (
+                        float(np.quantile(vs, lo_q)),
+                        float(np.quantile(vs, hi_q)),
+                    )
 
     def score(row) -> float:
         lo, hi = raw[(row["run"], row["metric"], row["stat"])]

@@ -86,7 +86,7 @@ class ServingPath:
     def step_time_s(
         self, num_seqs: int, num_context_tokens: int, num_prefill_tokens: int = 0
     ) -> float:
-        """The serving path's part of one step that runs."""
+        """The serving path's part of one step that runs (or, given arrays, of each step)."""
         return (
             self.coef("const_s")
             + self.coef("s_per_seq") * num_seqs
