@@ -18,6 +18,13 @@ blocks). Prefill attention has one form per term, fitted on the prefill-only row
 decode attention on the decode-only rows: the report checks their sum on the mixed rows,
 which V1 runs as one kernel call, and lists the other forms tried with their held-out
 errors (:data:`ALTERNATIVES`), so that what was not shipped is on record.
+
+The mixed rows then fit ``mixed_decode_attention`` (:func:`fit_mixed`): the extra time of
+the decodes that share a call with a prompt chunk, over the two shipped terms, in the
+forms of ``experiments/validation/vllm019_mixed_protocol.md`` (:data:`MIXED_FORMS`), 20% of
+the mixed rows held out with the same generator after the other terms' splits (so those
+are unchanged), the form chosen by :func:`choose_mixed`. A profile whose chosen form is
+``additive`` has no such term.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ import pandas as pd
 
 from pagesim.calibrate import llmservingsim as L
 from pagesim.calibrate.external import Source, render_report, write_profile_folder
-from pagesim.calibrate.fit import TermFit, fit_all, fit_coefficients, predict
+from pagesim.calibrate.fit import HOLDOUT_FRACTION, TermFit, fit_all, fit_coefficients, predict
+from pagesim.calibrate.nnls import nnls
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term
 from pagesim.simulator.model_gpu_specs import GPUS
@@ -142,6 +150,98 @@ def mixed_check(mixed: pd.DataFrame, fits: dict[str, TermFit]) -> dict[str, floa
     return check
 
 
+#: the mixed-step term's forms (``experiments/validation/vllm019_mixed_protocol.md``), by
+#: coefficient count: X = 0; X = k x the decode term; X = const + per byte + per decode
+MIXED_FORMS = {"additive": 0, "decode-scale": 1, "decode-shaped": 3}
+#: a form must beat ``additive`` by this much held-out MAPE, and one with more
+#: coefficients must beat one with fewer by ``MIXED_MORE_COEFS_MARGIN``
+MIXED_OVER_ADDITIVE_MARGIN = 0.01
+MIXED_MORE_COEFS_MARGIN = 0.005
+
+
+@dataclass(frozen=True)
+class MixedForm:
+    """One form of ``mixed_decode_attention``: its coefficients (none for ``additive``) and
+    the whole mixed call's fit (measured T against prefill + decode + this term)."""
+
+    name: str
+    coefficients: dict[str, float]
+    fit: TermFit
+
+    @property
+    def num_coefficients(self) -> int:
+        return MIXED_FORMS[self.name]
+
+
+def fit_mixed(
+    mixed: pd.DataFrame, fits: dict[str, TermFit], rng: np.random.Generator
+) -> tuple[list[MixedForm], MixedForm | None]:
+    """Every form of the mixed-step term fitted on the mixed rows (20% held out by ``rng``),
+    and the chosen one (the protocol's rule; None when the table has no mixed rows).
+
+    A mixed row's time T is predicted as P + D + X: P, D the shipped prefill and decode
+    terms, X the form's term on the decodes' features; coefficients >= 0 by nonnegative
+    least squares on the relative error of T (:func:`pagesim.calibrate.nnls.nnls`).
+    """
+    if mixed.empty:
+        return [], None
+    pre = Term(fits["prefill_attention"].coefficients)
+    dec_coefs = fits["paged_decode_attention"].coefficients
+    dec = Term(dec_coefs)
+    y = mixed["median_s"].to_numpy(dtype=float)
+    base = np.array(
+        [
+            pre.time_s(*p) + dec.time_s(*d)
+            for p, d in zip(mixed["prefill"], mixed["decode"], strict=True)
+        ]
+    )
+    d_price = np.array([dec.time_s(*d) for d in mixed["decode"]])
+    feats = {
+        k: np.array([d.as_dict()[k] for d in mixed["decode"]], dtype=float)
+        for k in ("bytes", "flops", "blocks", "seqs", "tokens")
+    }
+    is_heldout = np.zeros(len(y), dtype=bool)
+    is_heldout[rng.permutation(len(y))[: max(1, round(HOLDOUT_FRACTION * len(y)))]] = True
+    train = ~is_heldout
+    forms = []
+    for name in MIXED_FORMS:
+        if name == "additive":
+            coefs: dict[str, float] = {}
+        elif name == "decode-scale":
+            (k,) = _nnls_relative(d_price[train, None], y[train], base[train])
+            coefs = {c: k * v for c, v in dec_coefs.items()}
+        else:
+            cols = np.column_stack([np.ones_like(y), feats["bytes"], feats["seqs"]])
+            c0, c_byte, c_seq = _nnls_relative(cols[train], y[train], base[train])
+            coefs = {"const_s": c0, "s_per_byte": c_byte, "s_per_seq": c_seq}
+        extra = predict(coefs, feats) if coefs else np.zeros_like(y)
+        forms.append(
+            MixedForm(
+                name, coefs, TermFit("mixed_decode_attention", coefs, y, base + extra, is_heldout)
+            )
+        )
+    return forms, choose_mixed(forms)
+
+
+def _nnls_relative(cols: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """x >= 0 minimising sum(((base + cols x) / y - 1)^2)."""
+    a = cols / y[:, None]
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    return nnls(a / scale, 1.0 - base / y) / scale
+
+
+def choose_mixed(forms: list[MixedForm]) -> MixedForm:
+    """The protocol's rule: lowest held-out MAPE, fewer coefficients unless beaten by
+    ``MIXED_MORE_COEFS_MARGIN``, ``additive`` unless beaten by ``MIXED_OVER_ADDITIVE_MARGIN``."""
+    best = forms[0]
+    for form in sorted(forms[1:], key=lambda f: f.num_coefficients):
+        margin = MIXED_OVER_ADDITIVE_MARGIN if best.name == "additive" else MIXED_MORE_COEFS_MARGIN
+        if form.fit.heldout_mape < best.fit.heldout_mape - margin:
+            best = form
+    return best
+
+
 def _skew_note(bundle: L.Bundle) -> str:
     fit = ((bundle.meta.get("skew_fit") or {}).get("per_tp") or {}).get(bundle.tensor_parallel)
     if not isinstance(fit, dict) or "alpha_default" not in fit:
@@ -158,13 +258,15 @@ def render_extra(
     got: L.BundleRows,
     fits: dict[str, TermFit],
     alternatives: list[tuple[Alternative, TermFit]],
+    check: dict[str, float],
+    forms: list[MixedForm],
+    chosen: MixedForm | None,
 ) -> str:
-    check = mixed_check(got.mixed, fits)
-    lines = ["## Mixed prefill + decode rows (a check, not fitted)", ""]
+    lines = ["## Mixed prefill + decode rows", ""]
     if check:
         lines += [
             f"{check['rows']} rows of attention.csv run a prefill chunk and decodes in one call "
-            "(vLLM V1). pagesim charges prefill_attention + paged_decode_attention, each fitted "
+            "(vLLM V1). The sum prefill_attention + paged_decode_attention, each fitted "
             f"on its own rows: MAPE {check['mape']:.1%}, median signed error "
             f"{check['median_signed']:+.1%}, worst {check['worst']:.1%}.",
         ]
@@ -177,8 +279,30 @@ def render_extra(
             f"{check['pure_ratio_p10']:.2f}-{check['pure_ratio_p90']:.2f}x), and the excess "
             "grows with the number of decodes: decodes sharing a call with a prefill chunk run "
             "slower than in a decode-only call. Two additive terms cannot express it; the error "
-            "above is mostly this, not the fits.",
+            "above is mostly this, not the fits, and the mixed-step term below is fitted to it.",
         ]
+    if forms:
+        lines += [
+            "",
+            "The term `mixed_decode_attention` (the extra time of those decodes, on their "
+            "features) in each form of `experiments/validation/vllm019_mixed_protocol.md`, "
+            "fitted on 80% of the mixed rows over the two shipped terms, scored on the whole "
+            "call of the other 20%; chosen: lowest held-out MAPE, a form with more "
+            f"coefficients must win by {MIXED_MORE_COEFS_MARGIN:.1%} and `additive` is kept "
+            f"unless beaten by {MIXED_OVER_ADDITIVE_MARGIN:.0%}:",
+            "",
+            "| form | chosen | coefficients | held-out MAPE | median signed | worst held-out | train MAPE |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for form in forms:
+            f = form.fit
+            signed = f.predicted_s[f.is_heldout] / f.measured_s[f.is_heldout] - 1
+            coefs = ", ".join(f"{k} {v:.3g}" for k, v in form.coefficients.items()) or "—"
+            lines.append(
+                f"| {form.name} | {'**yes**' if form is chosen else 'no'} | {coefs} | "
+                f"{f.heldout_mape:.1%} | {np.median(signed):+.1%} | {f.heldout_max_err:.1%} | "
+                f"{f.train_mape:.1%} |"
+            )
     lines += ["", "## Other forms and mappings tried (not shipped)", ""]
     lines += [
         "| term | variant | points | held-out MAPE | worst held-out | coefficients |",
@@ -225,7 +349,10 @@ def import_llmservingsim(
         raise ConfigError(f"GPU {bundle.gpu!r} is not a known GPU spec")
     out_dir = Path(out_dir)
     got = L.measurement_rows(bundle)
-    fits = fit_all(got.rows, np.random.default_rng(seed), EXTRAS)
+    rng = np.random.default_rng(seed)
+    fits = fit_all(got.rows, rng, EXTRAS)
+    check = mixed_check(got.mixed, fits)  # the additive sum, before the mixed term
+    forms, chosen = fit_mixed(got.mixed, fits, rng)
     vllm, tp = bundle.meta["vllm_version"], bundle.tensor_parallel
     what = WHAT.format(vllm=vllm, tp=tp)
     tables = {
@@ -238,6 +365,13 @@ def import_llmservingsim(
     }
     terms = {name: fit.to_term(f"fitted on {tables[name]}; {what}") for name, fit in fits.items()}
     terms["kv_write"] = Term({}, None, None, 0, KV_WRITE_ORIGIN)
+    if chosen is not None and chosen.name != "additive":
+        fits["mixed_decode_attention"] = chosen.fit
+        terms["mixed_decode_attention"] = chosen.fit.to_term(
+            f"form {chosen.name}, fitted on attention.csv's rows with a prefill chunk and "
+            "decodes in one call, over the shipped prefill and decode terms; its held-out "
+            f"errors are the whole mixed call's (experiments/validation/vllm019_mixed_protocol.md); {what}"
+        )
     sources = tuple(
         Source(bundle.path(name), repository, commit).as_dict() | {"file": bundle.file_name(name)}
         for name in bundle.files
@@ -274,7 +408,7 @@ def import_llmservingsim(
         notes=" ".join(notes),
         sources=sources,
     )
-    extra = render_extra(bundle, got, fits, alternative_fits(got.rows, fits))
+    extra = render_extra(bundle, got, fits, alternative_fits(got.rows, fits), check, forms, chosen)
     return write_profile_folder(
         out_dir, profile, fits, render_report(profile, fits, seed) + "\n" + extra
     )

@@ -35,7 +35,7 @@ shapes of the TP shard, as the simulator computes them):
   prefill give ``prefill_attention`` (context = kv_prefill + prefill_chunk), the rows with
   only decodes ``paged_decode_attention`` (each context kv_decode + 1, block 16), and the
   mixed rows are kept apart (:func:`attention_rows`) to check the sum of the two fitted
-  terms against. The layer's call also writes the step's K/V into the cache
+  terms against and to fit ``mixed_decode_attention`` on (``import_llmservingsim.fit_mixed``). The layer's call also writes the step's K/V into the cache
   (``reshape_and_cache_flash``), so these timings include the ``kv_write`` term.
 
 Not used: ``skew_fit.csv`` (LLMServingSim's correction for decode batches of unequal

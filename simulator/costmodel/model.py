@@ -4,6 +4,7 @@ Rule (one step of a vLLM/Orca-style engine, eager PyTorch, one GPU or a TP group
 
     step = num_layers x [ sum of the layer's GEMMs over the step's T tokens
                           + prefill attention + decode attention (paged | contiguous)
+                          [+ mixed_decode_attention(the decodes), paged steps that also prefill]
                           + kv_write(T) + pointwise(T) + 2 all-reduces (TP > 1) ]
          + LM head GEMM over the sequences that emit a token this step
          + num_layers x block_copy(copied blocks)
@@ -19,7 +20,11 @@ activation, residual adds, rotary embedding) are the ``pointwise`` term over the
 they move (:func:`.features.pointwise_elems_per_token`), an optional term: a profile
 without it (the analytic one: there they sit in the GEMM launch constant and the step
 overhead) charges nothing for it; the external profiles fit it on Vidur's tables. The
-embedding lookup is not charged.
+embedding lookup is not charged. ``mixed_decode_attention`` is optional too: vLLM V1 runs
+a step's prompt chunks and decodes in one attention call, whose decodes run slower than
+in a decode-only call; profiles imported from tables that time such calls
+(``calibrate import --llmservingsim``) carry it, priced on the decodes' features; without
+it a mixed step is the two attention terms' sum.
 
 Every term's features come from :mod:`.features` and its time from the profile's
 term (:meth:`Term.time_s`); a term whose work is zero (no prefill, no copies) is not
@@ -118,6 +123,7 @@ class CostModel:
         self._c = {name: _Coefs.of(profile.term(name)) for name in NEEDED_TERMS}
         for name in OPTIONAL_TERMS:
             self._c[name] = _Coefs.of(profile.terms.get(name, Term({})))
+        self._has_mixed = "mixed_decode_attention" in profile.terms
         h, f, d = model.hidden_size, model.ffn_size, model.head_dim
         self._layer_gemm_shapes = layer_gemm_shapes(model, tp)
         self._lm_head_shape = lm_head_shape(model, tp)
@@ -274,6 +280,10 @@ class CostModel:
                 coefs = self._c["contiguous_decode_attention"]
             f = self._decode_attention_features(num_decode, plan.decode_context_sum, num_blocks)
             layer += coefs.time_s(f)
+            if num_prefill_seqs and plan.is_paged and self._has_mixed:
+                # vLLM V1 runs the prompt chunks and the decodes in one attention call, in
+                # which the decodes run slower (``mixed_decode_attention``, optional)
+                layer += self._c["mixed_decode_attention"].time_s(f)
         t = m.num_layers * layer
         num_emitting = num_prefill_seqs + num_decode
         if num_emitting:
@@ -388,5 +398,7 @@ NEEDED_TERMS = (
 )
 
 #: Terms a profile may leave out, at zero cost (the analytic profile folds the element-wise
-#: kernels into its GEMM launch constant and step overhead; measured ones may not time them).
-OPTIONAL_TERMS = ("pointwise",)
+#: kernels into its GEMM launch constant and step overhead; measured ones may not time them;
+#: only profiles imported from tables that time mixed prefill + decode calls have
+#: ``mixed_decode_attention``).
+OPTIONAL_TERMS = ("pointwise", "mixed_decode_attention")

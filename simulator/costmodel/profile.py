@@ -81,6 +81,7 @@ TERM_NAMES = (
     "swap",  # GPU<->CPU block transfers over PCIe
     "step_overhead",  # per-step cost (scheduling, launch, sampling): const_s, s_per_seq, s_per_token
     "pointwise",  # one layer's element-wise kernels (norms, activation, residual add, rotary)
+    "mixed_decode_attention",  # the extra time of a step's decodes sharing a call with prompt chunks
     "prefill_iteration",  # a whole step that prefills, all layers (iteration-level profiles)
     "decode_iteration",  # a whole step that only decodes, all layers (iteration-level profiles)
 )
