@@ -17,7 +17,9 @@ the headline, each drawing one multiplier per kernel term from its held-out resi
 leave-one-run-out over the three runs.
 
 Cost models: ``kernels`` (headline): the profile imported from the same vLLM's layer
-timings on the same GPU (``calibrate/llmservingsim.py``; nothing fitted on these runs);
+timings on the same GPU (``calibrate/llmservingsim.py``; nothing fitted on these runs),
+with the mixed-step term of ``vllm019_mixed_protocol.md``; :data:`ADDITIVE`: the same
+profile without that term (a mixed step's attention as its two parts' sum);
 ``analytic``: the roofline of the GPU spec; ``recorded-steps``: every step lasts what the
 real server's steps lasted at that moment, read off the run's own records
 (``calibrate/step_times.py``, ``simulator/costmodel/recorded.py``): its errors are the
@@ -71,6 +73,8 @@ GOAL_BLOCKS_POINTS = 5.0
 RECORDED = vcsv.RECORDED_STEPS
 #: the headline plus a serving path fitted on the run's first half (module docstring)
 SERVED = "kernels+serving-half"
+#: the headline's profiles as they were before their mixed-step term
+ADDITIVE = "kernels-additive"
 HALVES = (("first half", "fit"), ("second half", "held_out"))
 #: the sources of spread of its intervals (vllm019_serving_protocol.md, addendum 2)
 SERVED_SOURCES = ("cost", "serving")
@@ -180,6 +184,15 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 "(`calibrate import --llmservingsim`); nothing fitted on these runs",
             ),
             CostModelChoice(
+                ADDITIVE,
+                None,
+                make=_additive_model,
+                note="the headline's profile without its mixed_decode_attention term (a mixed "
+                "step's attention priced as its prefill part plus its decode part, as the "
+                "profiles were before `experiments/validation/vllm019_mixed_protocol.md`); "
+                "nothing fitted on these runs",
+            ),
+            CostModelChoice(
                 RECORDED,
                 None,
                 make=_recorded_steps,
@@ -195,8 +208,9 @@ def prepare(folder: Path, out_dir: Path) -> Study:
     return study
 
 
-def _headline_model(vrun: ValidationRun):
-    """The run's headline cost model (its GPU's and model's imported profile)."""
+def _headline_model(vrun: ValidationRun, without_terms: tuple[str, ...] = ()):
+    """The run's headline cost model (its GPU's and model's imported profile), less
+    ``without_terms``."""
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
@@ -206,7 +220,13 @@ def _headline_model(vrun: ValidationRun):
         get_model(hw["model"]),
         get_gpu(hw["gpu"]),
         tensor_parallel=hw["tensor_parallel"],
+        without_terms=without_terms,
     )
+
+
+def _additive_model(vrun: ValidationRun):
+    """The headline without its mixed-step term (``kernels-additive``)."""
+    return _headline_model(vrun, ("mixed_decode_attention",))
 
 
 def _recorded_steps(vrun: ValidationRun):
@@ -735,13 +755,33 @@ def _separation_lines(study: Study, table: pd.DataFrame, recorded: dict) -> list
     lines += [
         "",
         "The imported profiles hold the kernels' time only (no host time; the served runs "
-        "used CUDA graphs and torch.compile, the layer timings did not), and the attention "
-        "of a mixed step is priced as its prefill part plus its decode part, which the same "
-        "layer timings show is 22–55% low at the median (docs/calibration.md).",
+        "used CUDA graphs and torch.compile, the layer timings did not), and their TP "
+        "all-reduce is analytic. The decodes of a mixed step are priced by the profiles' "
+        "`mixed_decode_attention` term, fitted on the same layer tables' mixed calls "
+        f"(`experiments/validation/vllm019_mixed_protocol.md`; {_mixed_term_note(study)}); "
+        f"`{ADDITIVE}` is the headline without it.",
         "",
         f"Errors of the headline: {', '.join(f'{r} TTFT p50 {pct(e)}' for r, e in _ttft_p50(table, study))}.",
     ]
     return lines
+
+
+def _mixed_term_note(study: Study) -> str:
+    """Each headline profile's mixed-step term: its form and the held-out error of the
+    whole mixed call, beside the additive sum's."""
+    from pagesim.simulator.costmodel.factory import resolve_profile
+    from pagesim.simulator.model_gpu_specs import get_gpu
+
+    notes = []
+    for v in study.runs:
+        name = study.headline.profile_for(v.name)
+        profile = resolve_profile(name, get_gpu(v.settings["hardware"]["gpu"]))
+        term = profile.terms.get("mixed_decode_attention")
+        if term is None:
+            notes.append(f"{name}: none (the additive sum was kept)")
+        else:
+            notes.append(f"{name}: held-out MAPE of the whole mixed call {term.heldout_mape:.1%}")
+    return "; ".join(notes) + "; the additive sums' are in each profile's report.md"
 
 
 def _queue_lines(series: dict[str, pd.DataFrame]) -> list[str]:

@@ -102,11 +102,13 @@ def cost_model_for(
     tensor_parallel: int = 1,
     with_serving: bool = True,
     spread: tuple[tuple[str, ...], np.random.Generator] | None = None,
+    without_terms: tuple[str, ...] = (),
 ) -> CostModel | ServingCostModel:
     """:func:`make_cost_model` from its parts: ``profile_ref`` as ``hardware.profile``;
     ``with_serving`` False leaves out the profile's serving path (the kernels alone);
     ``spread`` (sources, generator) perturbs the profile by one replicate's draw
-    (:mod:`.spread`)."""
+    (:mod:`.spread`); ``without_terms`` drops those optional terms of the profile (a
+    validation's "the profile as it was without them")."""
     profile = resolve_profile(profile_ref, gpu)
     if profile_ref is None:
         parts = [f"analytic (roofline) profile of {gpu.name}"]
@@ -116,6 +118,14 @@ def cost_model_for(
             parts.append(
                 f"terms {profile.projected_terms} projected from another GPU (see its origin)"
             )
+    dropped = [name for name in without_terms if name in profile.terms]
+    if dropped:
+        if any(name in NEEDED_TERMS for name in dropped):
+            raise ConfigError(f"{profile_ref}: only optional terms can be left out, not {dropped}")
+        profile = profile.with_terms(
+            terms={k: v for k, v in profile.terms.items() if k not in dropped}
+        )
+        parts.append(f"without its terms {dropped}")
     source = profile_ref or "analytic"
     if profile.gpu_spec != gpu.name:
         if profile.gpu_spec not in GPUS:
