@@ -36,7 +36,9 @@ run replayed closed loop under the headline plus that serving path (cost model
 :data:`SERVED`, not the headline), its rows split into the run's two halves (``<run>
 (first half)``, role ``fit``; ``<run> (second half)``, role ``held_out``). And each RTX PRO
 6000 run replayed under the serving path fitted on the other model's run (cost model
-:data:`OTHER`, role ``held_out``; addendum 3).
+:data:`OTHER`, role ``held_out``; addendum 3), and each Llama-3.1-8B run under the path
+fitted on the same model's run on the other GPU (:data:`OTHER_GPU`, role ``held_out``;
+addendum 4).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ HALVES = (("first half", "fit"), ("second half", "held_out"))
 SERVED_SOURCES = ("cost", "serving")
 #: the headline plus the serving path fitted on another run of the same GPU (addendum 3)
 OTHER = "kernels+serving-other-model"
+#: the headline plus the serving path fitted on the same model's run on another GPU (addendum 4)
+OTHER_GPU = "kernels+serving-other-gpu"
 
 
 def recognise(folder: Path) -> bool:
@@ -307,41 +311,65 @@ def serving_half_rows(study: Study, replays: dict) -> list[dict]:
     study.extra["serving_half"] = fits
     if study.intervals is not None and choices:
         rows = _served_intervals(study, choices, rows)
-    return rows + _other_model_rows(study, fits, folder)
+    return rows + _transfer_rows(study, fits, folder)
 
 
-def _other_model_rows(study: Study, fits: dict, folder: Path) -> list[dict]:
-    """The protocol's addendum 3: each run whose GPU served exactly one other run replayed
-    under its own headline profile plus the serving path fitted on that other run's first
-    half (cost model :data:`OTHER`, role held_out)."""
+def _same_gpu(v: ValidationRun, u: ValidationRun) -> bool:
+    """Addendum 3's partners: the same GPU (another model)."""
+    return v.settings["hardware"]["gpu"] == u.settings["hardware"]["gpu"]
+
+
+def _same_model_other_gpu(v: ValidationRun, u: ValidationRun) -> bool:
+    """Addendum 4's partners: the same model and TP degree on another GPU."""
+    a, b = v.settings["hardware"], u.settings["hardware"]
+    return (
+        a["gpu"] != b["gpu"]
+        and a["model"] == b["model"]
+        and a["tensor_parallel"] == b["tensor_parallel"]
+    )
+
+
+#: the transfers of a fitted serving path to another run: cost model, partner rule, the
+#: study.extra key of its pairs (addenda 3 and 4 of vllm019_serving_protocol.md)
+TRANSFERS = (
+    (OTHER, _same_gpu, "serving_other"),
+    (OTHER_GPU, _same_model_other_gpu, "serving_other_gpu"),
+)
+
+
+def _transfer_rows(study: Study, fits: dict, folder: Path) -> list[dict]:
+    """Each run with exactly one partner under a transfer's rule replayed under its own
+    headline profile plus the serving path fitted on that partner's first half (role
+    held_out: nothing of the run replayed was fitted)."""
     from pagesim.experiments.validation.replay import replay
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.model_gpu_specs import get_gpu
 
     rows: list[dict] = []
-    partners: dict[str, str] = {}
-    for v in study.runs:
-        gpu = v.settings["hardware"]["gpu"]
-        same = [u for u in study.runs if u.settings["hardware"]["gpu"] == gpu and u is not v]
-        if len(same) != 1 or same[0].name not in fits or v.name not in fits:
-            continue
-        other = same[0].name
-        profile = resolve_profile(v.info["profile"], get_gpu(gpu))
-        saved = profile.with_terms(serving=fits[other]["path"]).save(
-            folder
-            / f"{v.name.replace('/', '-')}-serving-of-{other.replace('/', '-')}"
-            / "profile.yaml"
-        )
-        rep = replay(v, CostModelChoice(OTHER, str(saved)))
-        rows += vcsv.latency_rows(
-            rep.requests,
-            v.run.latencies(),
-            **{**run_ids(study, v), "role": "held_out"},
-            cost_model=OTHER,
-            headline=False,
-        )
-        partners[v.name] = other
-    study.extra["serving_other"] = partners
+    for cost_model, rule, key in TRANSFERS:
+        partners: dict[str, str] = {}
+        for v in study.runs:
+            same = [u for u in study.runs if u is not v and rule(v, u)]
+            if len(same) != 1 or same[0].name not in fits or v.name not in fits:
+                continue
+            other = same[0].name
+            gpu = v.settings["hardware"]["gpu"]
+            profile = resolve_profile(v.info["profile"], get_gpu(gpu))
+            saved = profile.with_terms(serving=fits[other]["path"]).save(
+                folder
+                / f"{v.name.replace('/', '-')}-serving-of-{other.replace('/', '-')}"
+                / "profile.yaml"
+            )
+            rep = replay(v, CostModelChoice(cost_model, str(saved)))
+            rows += vcsv.latency_rows(
+                rep.requests,
+                v.run.latencies(),
+                **{**run_ids(study, v), "role": "held_out"},
+                cost_model=cost_model,
+                headline=False,
+            )
+            partners[v.name] = other
+        study.extra[key] = partners
     return rows
 
 
@@ -497,6 +525,27 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
             "and TP degree, not only the server's own cost per step: set each row beside the "
             "run's own first-half fit above before using one model's fit for another.",
         ]
+    partners = study.extra.get("serving_other_gpu", {})
+    if partners:
+        lines += [
+            "",
+            "Does a serving path move to another GPU for the same model (the protocol's "
+            "addendum 4, decided before any such replay)? Each Llama-3.1-8B run replayed "
+            "closed loop, every request, under its own headline profile plus the serving path "
+            f"fitted on the other GPU's run's first half (`{OTHER_GPU}`, role held_out):",
+            "",
+            "| run | serving path fitted on | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean "
+            "| E2E mean |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for run, other in partners.items():
+            cells = [_cell(table, run, OTHER_GPU, m) for m in vcsv.METRICS]
+            cells += [_cell(table, run, OTHER_GPU, m, "mean") for m in vcsv.METRICS]
+            lines.append(
+                f"| {run} | {other} (requests 1-{fits[other]['half']}) | "
+                + " | ".join(cells)
+                + " |"
+            )
     cov = study.extra.get("serving_half_intervals")
     if cov:
         cfg = study.intervals
