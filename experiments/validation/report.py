@@ -38,13 +38,14 @@ def goal_lines(goals: list[Goal]) -> list[str]:
 
 def runs_table(study: Study) -> list[str]:
     lines = [
-        "| run | rate (req/s) | launch | role | requests | evidence |",
+        "| run | rate (req/s) | launch | role | per-request records | evidence |",
         "|---|---|---|---|---|---|",
     ]
     for v in study.runs:
+        n = v.run.num_requests
+        records = f"{n:,}" if n else "none (aggregates only)"
         lines.append(
-            f"| {v.name} | {v.rate:g} | {v.launch} | {v.role} | {v.run.num_requests} | "
-            f"{v.evidence or '—'} |"
+            f"| {v.name} | {v.rate:g} | {v.launch} | {v.role} | {records} | {v.evidence or '—'} |"
         )
     return lines
 
