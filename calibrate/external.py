@@ -37,7 +37,8 @@ from pagesim.calibrate.fit import TermFit, fit_all
 from pagesim.calibrate.report import PLOT_PNG, REPORT_MD, plot_fits
 from pagesim.errors import ConfigError
 from pagesim.files import atomic_write_text
-from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term, load_profile
+from pagesim.simulator.costmodel.model import NEEDED_TERMS
+from pagesim.simulator.costmodel.profile import Profile, Term, load_profile
 from pagesim.simulator.costmodel.projection import project_profile
 from pagesim.simulator.model_gpu_specs import GPUS
 
@@ -192,7 +193,7 @@ def build_profile(
         )
     if "step_overhead" in terms:
         notes.append(f"step_overhead: {ENGINE_ERA}.")
-    missing = [name for name in TERM_NAMES if name not in terms]
+    missing = [name for name in NEEDED_TERMS if name not in terms]
     if missing:
         notes.append(
             f"Not in the tables: {missing} (the simulator fills them from its analytic profile)."

@@ -41,7 +41,8 @@ from pagesim.calibrate.external import Source, render_report, write_profile_fold
 from pagesim.calibrate.fit import HOLDOUT_FRACTION, TermFit, fit_all, fit_coefficients, predict
 from pagesim.calibrate.nnls import nnls
 from pagesim.errors import ConfigError
-from pagesim.simulator.costmodel.profile import TERM_NAMES, Profile, Term
+from pagesim.simulator.costmodel.model import NEEDED_TERMS
+from pagesim.simulator.costmodel.profile import Profile, Term
 from pagesim.simulator.model_gpu_specs import GPUS
 
 #: one prefill per row: the per-sequence coefficient would be a second constant; one block
@@ -376,7 +377,7 @@ def import_llmservingsim(
         Source(bundle.path(name), repository, commit).as_dict() | {"file": bundle.file_name(name)}
         for name in bundle.files
     )
-    missing = [name for name in TERM_NAMES[:8] if name not in terms]
+    missing = [name for name in NEEDED_TERMS if name not in terms]
     notes = [
         f"Fitted by `pagesim calibrate import --llmservingsim` on {len(got.rows)} layer timings of "
         f"{bundle.meta['model']} measured by others on a real {bundle.meta['gpu']} (LLMServingSim's "
