@@ -88,6 +88,7 @@ class Engine:
         #: front-end delay; its latencies still count from the arrival)
         self.arrival_delay_s = arrival_delay_s
         self.scheduler = scheduler
+        scheduler.arrival_delay_s = arrival_delay_s
         self.step_time_s = step_time_s
         #: ``CostModel.decode_time_fn``: a pure decode step's time from its totals
         self.decode_time_fn = decode_time_fn or self._decode_time_from_plan
@@ -167,6 +168,7 @@ class Engine:
                 yield self._wakeup
                 rec.record_idle(t, env.now - t, step.usage)
                 t = self.last_event_s = env.now
+                sched.prev_step_start_s = math.inf  # no step ran just before this one
                 continue
             duration_s = step_time_s(step.plan)
             end_s = t + duration_s
@@ -178,6 +180,7 @@ class Engine:
                 alloc.check_invariants()
                 sched.check_invariants()
             rec.record_step(t, duration_s, step)
+            sched.prev_step_start_s = t
             t = self.last_event_s = end_s
             num_ticks = sched.steady_ticks()
             if num_ticks > 0:
@@ -209,6 +212,8 @@ class Engine:
         num_arrived = self.num_arrived
         horizon_s = min(self.next_arrival_s, self.limit_s)
         check = self.check
+        #: when the last step of the span started (``Scheduler.prev_step_start_s``)
+        start_s = sched.prev_step_start_s
         while num_ticks > 0:
             last = num_ticks - 1
             # the ends of steps whose clock tick is deferred: the scheduler ticks them in
@@ -231,12 +236,14 @@ class Engine:
                         if ends:
                             sched.tick_run(ends)
                         self.last_event_s = t
+                        sched.prev_step_start_s = start_s
                         return t
                     num_seqs, usage_slots, copied, duration_s = copying
                 end_s = t + duration_s
                 if i < plain_until and end_s < horizon_s and not copied:
                     ends.append(end_s)
                     rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                    start_s = t
                     t = end_s
                     continue
                 arrived = False
@@ -262,6 +269,7 @@ class Engine:
                 if copied:
                     rec.record_copies(t, copied)
                 rec.record_decode(t, duration_s, num_groups, num_seqs, queues, usage_slots)
+                start_s = t
                 t = end_s
                 if arrived or finished:
                     break
@@ -274,6 +282,7 @@ class Engine:
                 num_groups, queues, blocked = sched.steady_counts()
                 num_arrived = self.num_arrived
         self.last_event_s = t
+        sched.prev_step_start_s = start_s
         return t
 
     def _copying_step(

@@ -148,6 +148,11 @@ class Scheduler(BeamSteps):
         self._prefill_cached: dict[int, int] = {}
         #: the last admission check's (group, tokens generated, ``alloc_request(-1)``)
         self._checked_request: tuple[SequenceGroup, int, AllocRequest] | None = None
+        #: set by the engine: when the step that just ended started (inf: the engine was
+        #: idle before this schedule()), and how long after its arrival a request reaches
+        #: the scheduler (vllm-v1's async scheduling reads both)
+        self.prev_step_start_s = math.inf
+        self.arrival_delay_s = 0.0
         self._init_state()
 
     def _init_state(self) -> None:  # noqa: B027 - a hook, empty here

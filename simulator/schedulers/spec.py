@@ -52,6 +52,9 @@ class SchedulerSpec(_Spec):
     tokens one request computes in a step. ``reserve_full_prompt`` (v0.19's
     ``scheduler_reserve_full_isl``, default true) admits a request only if all its
     tokens fit the free blocks; false is v0.15.1, which asks only for its first chunk.
+    ``async_scheduling`` (vLLM's ``--async-scheduling``; default false here): the engine
+    schedules each step while the one before it runs, so a request that arrives while a
+    step runs joins the step after next (``schedulers/vllm_v1.py``, rule 6).
     V1's own budget defaults are 2048 tokens and 256 requests on GPUs under 70 GiB
     and on A100s, 8192 and 1024 on larger ones (``vllm serve``).
     """
@@ -69,6 +72,7 @@ class SchedulerSpec(_Spec):
     max_paddings: int | None = Field(default=None, ge=0)
     long_prefill_token_threshold: int = Field(default=0, ge=0)
     reserve_full_prompt: bool = True
+    async_scheduling: bool = False
 
     @model_validator(mode="after")
     def _check_v1(self) -> SchedulerSpec:
@@ -76,6 +80,7 @@ class SchedulerSpec(_Spec):
         for key, is_set in (
             ("long_prefill_token_threshold", self.long_prefill_token_threshold != 0),
             ("reserve_full_prompt", not self.reserve_full_prompt),
+            ("async_scheduling", self.async_scheduling),
         ):
             if is_set and self.kind != "vllm-v1":
                 raise ValueError(

@@ -55,9 +55,20 @@ request that emitted a token since its admission decodes (one token, context = i
 tokens). ``is_blocked`` (memory accounting): a
 request waited for memory (admission stopped on memory, or a preemption).
 
-Not modelled: async scheduling's overlap (it changes timing, not decisions), spec
-decoding, priorities, LoRA, encoder inputs, KV connectors, ``enable_chunked_prefill:
-false``.
+6. Async scheduling (``async_scheduling``, vLLM's ``--async-scheduling``; off here
+   unless set). ``v1/engine/core.py``, ``EngineCore.step_with_batch_queue`` with a batch
+   queue of two: the engine schedules step N + 1 as soon as step N is launched, before
+   N's outputs are known (``sched/async_scheduler.py`` counts each running request's
+   token of step N as a placeholder), and only then blocks on N's result. So the step
+   that starts when step N ends was scheduled when N started: a request that reached
+   the scheduler while N ran joins the step after it, one step later than without
+   async scheduling. When nothing runs, the engine schedules a newcomer at once.
+   The queue is FCFS, so the scan stops at the first request too new for the step.
+
+Not modelled: async scheduling's CPU/GPU overlap (a step's host time, which the
+profiles mostly do not hold, hides behind the GPU's; and the extra step the async
+scheduler may give a request that its previous step finished), spec decoding,
+priorities, LoRA, encoder inputs, KV connectors, ``enable_chunked_prefill: false``.
 
 Speed: decoding requests ride the decode clock (``schedulers/riders.py``). When every
 running request decodes (none has tokens left to compute), the budget covers them and
@@ -99,6 +110,7 @@ class VllmV1Scheduler(Scheduler):
         super()._init_state()
         self._threshold = self.spec.long_prefill_token_threshold
         self._reserve_full = self.spec.reserve_full_prompt
+        self._async = self.spec.async_scheduling
         self._kv = cast(PagedV1Allocator, self.allocator)
         #: num_computed_tokens of the running groups that do not ride the clock (a rider
         #: has computed every token but its newest)
@@ -132,7 +144,11 @@ class VllmV1Scheduler(Scheduler):
         is_blocked = preempted
         hits = 0
         if not preempted and self.waiting:
-            is_blocked, hits = self._schedule_waiting(budget, pre)
+            # 6. async scheduling: this step was scheduled when the one before it started
+            cutoff_s = now_s
+            if self._async and self.running and self.prev_step_start_s < now_s:
+                cutoff_s = self.prev_step_start_s
+            is_blocked, hits = self._schedule_waiting(budget, pre, cutoff_s)
         return self._step(
             decode_groups=num_decode_groups,
             decode=decode,
@@ -202,17 +218,21 @@ class VllmV1Scheduler(Scheduler):
                 self._individual[group] = None
         return budget, preempted, ticks, (num_decodes, context_sum, num_blocks)
 
-    def _schedule_waiting(self, budget: int, pre: Prefill) -> tuple[bool, int]:
-        """Rule 4: admit from the head of ``waiting``; whether it stopped for memory, and
-        the prompt tokens the admitted requests found in the prefix cache."""
+    def _schedule_waiting(self, budget: int, pre: Prefill, cutoff_s: float) -> tuple[bool, int]:
+        """Rule 4: admit from the head of ``waiting`` the requests that reached the
+        scheduler by ``cutoff_s`` (rule 6); whether it stopped for memory, and the prompt
+        tokens the admitted requests found in the prefix cache."""
         kv = self._kv
         waiting = self.waiting
         threshold = self._threshold
+        delay_s = self.arrival_delay_s
         num_hit_tokens = 0
         while waiting and budget > 0:
             if len(self.running) >= self.max_num_seqs:
                 break
             group = waiting[0]
+            if group.arrival_s + delay_s > cutoff_s:
+                break  # it reached the scheduler after this step was scheduled
             reason = self._never_reason(group)
             if reason:
                 waiting.popleft()
