@@ -64,6 +64,9 @@ SERVER_ARGS: dict[str, tuple[str, type]] = {
 SERVER_FLAGS: dict[str, tuple[str, Any]] = {
     "--enable-prefix-caching": ("allocator.prefix_caching", True),
     "--no-enable-prefix-caching": ("allocator.prefix_caching", False),
+    # vllm-v1 only (vLLM's default from v0.14.0 is on; pagesim's is off: say it)
+    "--async-scheduling": ("scheduler.async_scheduling", True),
+    "--no-async-scheduling": ("scheduler.async_scheduling", False),
 }
 DATASET = "vllm-bench-serve"
 PAGE_NAME = "replay.md"

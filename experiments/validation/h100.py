@@ -75,6 +75,8 @@ ITERATIONS_PROFILES = {
 #: the same steps with the layer through torch.compile: POST HOC (measured after the first
 #: replay under ITERATIONS_PROFILE had been seen; h100_protocol.md's addendum)
 COMPILED_PROFILE = "h100-sxm-llama-2-7b-compiled-iterations"
+#: the headline replayed with vLLM's async scheduling (async_scheduling_protocol.md)
+ASYNC = "kernels+async"
 GOAL_E2E = 0.10
 GOAL_TTFT = 0.20
 #: the best published figures on that peer's own data (the issue's)
@@ -239,6 +241,16 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 runs=frozenset(r for r, p in profiles.items() if p == ITERATIONS_PROFILE),
                 post_hoc=True,
             ),
+            CostModelChoice(
+                ASYNC,
+                PROFILE,
+                note="POST HOC: the headline with vLLM's async scheduling, which v0.15.1 runs "
+                "by default (scheduler rule 6; experiments/validation/async_scheduling_protocol.md, "
+                "written after this page's TTFTs had been seen); never the headline, not scored",
+                runs=frozenset(v.name for v in vruns),
+                post_hoc=True,
+                scheduler={"async_scheduling": True},
+            ),
         ],
         command=COMMAND,
         extra={"skipped": skipped},
@@ -338,7 +350,9 @@ def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "(`benchmarks/gpu_iterations.py`: a PyTorch forward of one GPU's shard under CUDA "
         "graphs, no host time; at TP > 1 the all-reduces added, analytic; "
         "`experiments/validation/h100_protocol.md` says which was decided before any "
-        "replay and which after; — : not replayed under it).",
+        "replay and which after; — : not replayed under it), and the headline replayed "
+        f"with vLLM's async scheduling (`{ASYNC}`, post hoc: "
+        "`experiments/validation/async_scheduling_protocol.md`).",
         "",
         f"| stage | rate | metric | measured ms | {head} |",
         "|---|---|---|---|" + "---|" * len(shown),

@@ -30,6 +30,8 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
 
     doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in vrun.settings.items()}
     doc["hardware"] = {**doc.get("hardware", {}), "profile": cost.profile_for(vrun.name)}
+    if cost.scheduler:
+        doc["scheduler"] = {**doc.get("scheduler", {}), **cost.scheduler}
     doc["metrics"] = {**doc.get("metrics", {}), "every_step": every_step}
     spec = run_spec_from_dict(doc, f"{vrun.run.dataset} {vrun.name} replay")
     model = cost.make(vrun) if cost.make is not None else None

@@ -55,6 +55,9 @@ class CostModelChoice:
     runs: frozenset[str] | None = None
     #: chosen after a replay of these runs had been seen: its rows' role is ``post_hoc``
     post_hoc: bool = False
+    #: scheduler settings it replays with instead of the run's (a variant's rule, e.g.
+    #: ``{"async_scheduling": True}``)
+    scheduler: dict[str, Any] = field(default_factory=dict)
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)

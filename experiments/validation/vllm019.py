@@ -77,6 +77,8 @@ RECORDED = vcsv.RECORDED_STEPS
 SERVED = "kernels+serving-half"
 #: the headline's profiles as they were before their mixed-step term
 ADDITIVE = "kernels-additive"
+#: the headline replayed with vLLM's async scheduling (async_scheduling_protocol.md)
+ASYNC = "kernels+async"
 HALVES = (("first half", "fit"), ("second half", "held_out"))
 #: the sources of spread of its intervals (vllm019_serving_protocol.md, addendum 2)
 SERVED_SOURCES = ("cost", "serving")
@@ -195,6 +197,17 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 "step's attention priced as its prefill part plus its decode part, as the "
                 "profiles were before `experiments/validation/vllm019_mixed_protocol.md`); "
                 "nothing fitted on these runs",
+            ),
+            CostModelChoice(
+                ASYNC,
+                vruns[0].info["profile"],
+                per_run={v.name: v.info["profile"] for v in vruns},
+                post_hoc=True,
+                scheduler={"async_scheduling": True},
+                note="POST HOC: the headline with vLLM's async scheduling, which v0.19.0 runs by "
+                "default (scheduler rule 6; `experiments/validation/async_scheduling_protocol.md`, "
+                "written after the H100 page's TTFTs had been seen); never the headline, not "
+                "scored",
             ),
             CostModelChoice(
                 RECORDED,

@@ -87,6 +87,8 @@ def test_server_args_map_to_run_spec_keys_and_unknown_ones_are_named():
         "scheduler.max_paddings": 256,
         "scheduler.prefill_padding": True,
     }
+    assert server_settings("--async-scheduling") == {"scheduler.async_scheduling": True}
+    assert server_settings("--no-async-scheduling") == {"scheduler.async_scheduling": False}
     with pytest.raises(ConfigError, match="'--speculative-model' is not a flag pagesim replays"):
         server_settings("--speculative-model x")
     with pytest.raises(ConfigError, match="--server-args"):

@@ -192,6 +192,7 @@ def test_the_decode_clock_changes_no_result(monkeypatch, seed):
             "max_num_batched_tokens": 384 + 256 * seed,
             "reserve_full_prompt": seed != 1,
             "long_prefill_token_threshold": 96 * (seed % 2),
+            "async_scheduling": seed != 1,
         },
         "seed": seed,
         "check_invariants": True,
@@ -203,6 +204,36 @@ def test_the_decode_clock_changes_no_result(monkeypatch, seed):
     assert fast.requests.equals(plain.requests)
     assert fast.timeseries.equals(plain.timeseries)
     assert fast.extra["num_steps"] == plain.extra["num_steps"]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_async_scheduling_admits_a_request_that_arrived_during_a_step_one_step_later(is_async):
+    # steps of 0.1 s; r1 arrives at 0.25, while the step [0.2, 0.3] runs. Without async
+    # scheduling the step at 0.3 admits it (first token 0.4); with it, the step at 0.3
+    # was scheduled at 0.2, so r1 joins the step at 0.4 (first token 0.5). r2 arrives at
+    # 5.0 with nothing running: scheduled at once either way (first token 5.1).
+    sched, _ = v1(32, async_scheduling=is_async)
+    res, _ = run(make_trace([(0.0, 2, 10), (0.25, 2, 3), (5.0, 2, 2)]), sched)
+    req = res.requests.set_index("request_id")
+    late = 0.1 if is_async else 0.0
+    assert req["first_token_s"].round(9).tolist() == [0.1, round(0.4 + late, 9), 5.1]
+    assert req["finish_s"].round(9).tolist() == [1.0, round(0.6 + late, 9), 5.2]
+
+
+def test_async_scheduling_counts_from_when_a_request_reaches_the_scheduler():
+    # a front-end delay of 0.1 s: r1 (arrival 0.12) reaches the scheduler at 0.22, during
+    # the step [0.2, 0.3]: the step at 0.4 admits it
+    sched, _ = v1(32, async_scheduling=True)
+    steps = Steps()
+    res = run_engine(
+        make_trace([(0.0, 2, 10), (0.12, 2, 3)]),
+        sched,
+        steps,
+        check_invariants=True,
+        every_step=True,
+        arrival_delay_s=0.1,
+    )
+    assert res.requests["first_token_s"].round(9).tolist() == [0.2, 0.5]
 
 
 class Squeezed(VllmV1Scheduler):
