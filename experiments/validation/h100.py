@@ -159,6 +159,9 @@ def read_runs(folder: Path, seed: int = 0) -> tuple[list[ValidationRun], list[st
                     "kind": "vllm-v1",
                     "max_num_seqs": int(cfg.get("max_num_seqs", 256)),
                     "max_num_batched_tokens": int(cfg.get("max_num_batched_tokens", 2048)),
+                    # v0.15.1 admits on the first chunk (vllm_versions.md); no stage here
+                    # comes near the pool, so the replays are the same either way
+                    "reserve_full_prompt": False,
                 },
                 "max_model_len": int(cfg.get("max_model_len", 4096)),
             }
