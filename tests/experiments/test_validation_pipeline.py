@@ -444,8 +444,9 @@ def test_h100_stages_that_kept_up_are_replayed_and_the_rest_said(h100):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the kernel profile (Vidur's H100 GEMMs, A100 attention projected, vLLM v0's host "
-    "overhead) makes V1's steps with CUDA graphs too slow and its TTFT too fast "
+    reason="the headline replays V1 without its async scheduling (vLLM's default from "
+    "v0.14): admissions a step early, and the profile's vLLM v0 host overhead added to each "
+    "step instead of overlapped; post hoc variants with both give E2E 11.9%, TTFT 9.2% "
     "(docs/validation_h100.md)",
 )
 def test_h100_median_errors_within_the_targets(h100):
@@ -501,6 +502,34 @@ def test_h100_async_scheduling_is_a_post_hoc_variant_and_moves_ttft_only(h100):
         assert 5.0 < ttft_gap < 40.0, (v.name, ttft_gap)  # about a decode step, in ms
         assert abs(got["async"]["e2e"] / got["sync"]["e2e"] - 1) < 0.02, v.name
     assert _per_experiment(table, study, "ttft", ASYNC).median() < 0.2
+
+
+def test_h100_host_overhead_overlapped_shortens_every_step(h100):
+    """async_scheduling_protocol.md, addendum: kernels+async with each step lasting
+    max(GPU work, host overhead) instead of their sum. Post hoc; every step is shorter, so
+    every kept-up stage's mean E2E falls below kernels+async's; the goals' statistics
+    under it (E2E 11.9%, TTFT 9.2%) are reported, not scored."""
+    from pagesim.experiments.validation.h100 import ASYNC, ASYNC_OVERLAP, _per_experiment
+
+    _, (study, table, _, replays) = h100
+    rows = table[table["cost_model"] == ASYNC_OVERLAP]
+    assert set(rows["role"]) == {"post_hoc"} and not rows["headline"].any()
+    assert set(rows["run"]) == {v.name for v in study.runs}
+    for v in study.runs:
+        e2e = {}
+        for name in (ASYNC, ASYNC_OVERLAP):
+            sub = table[
+                (table["cost_model"] == name)
+                & (table["run"] == v.name)
+                & (table["metric"] == "e2e")
+                & (table["stat"] == "mean")
+            ]
+            e2e[name] = float(sub["predicted_ms"].iloc[0])
+        assert e2e[ASYNC_OVERLAP] < e2e[ASYNC], v.name
+    assert "host overhead (step_overhead) overlapping" in (
+        replays[(study.runs[0].name, ASYNC_OVERLAP)].description
+    )
+    assert _per_experiment(table, study, "e2e", ASYNC_OVERLAP).median() < 0.15
 
 
 def test_docs_validation_h100_page_is_up_to_date(h100):
