@@ -589,6 +589,14 @@ def _page_lines(
     ]
     if "arrivals" in run.meta:
         lines += ["", f"Send times: {run.meta['arrivals']}."]
+    if scheduler == "vllm-v1" and "scheduler.async_scheduling" not in settings:
+        lines += [
+            "",
+            "Async scheduling: off in this replay. vLLM from v0.14.0 schedules asynchronously "
+            "unless started with `--no-async-scheduling` (its log says \"Asynchronous "
+            "scheduling is enabled\"): if yours did, add `--async-scheduling` to "
+            "`--server-args` (docs/vllm_versions.md).",
+        ]
     lines += [
         "",
         f"![measured and replayed]({CHART_NAME})",

@@ -197,6 +197,16 @@ def test_scheduler_alone_separates_the_scheduler_from_the_step_cost(tmp_path, ca
     page = (out / PAGE_NAME).read_text()
     assert "## The scheduler's error apart from the cost model's" in page
     assert "The steps are read from every token's time" in page
+    # a V1 replay without the flag says async scheduling is off, and how to turn it on
+    assert "Async scheduling: off in this replay" in page
+    served_async = tmp_path / "async"
+    code = main(
+        [*args, "--scheduler", "vllm-v1", "--server-args", server + " --async-scheduling",
+         "--out", str(served_async)]
+    )  # fmt: skip
+    assert code == 0
+    page = (served_async / PAGE_NAME).read_text()
+    assert "Async scheduling: off" not in page and "scheduler.async_scheduling: True" in page
     # a v0 scheduler's steps do not each give every decoding request a token
     assert main([*args, "--scheduler-alone", "--out", str(tmp_path / "no")]) != 0
     assert "it needs --scheduler vllm-v1, not 'vllm'" in capsys.readouterr().err
