@@ -327,6 +327,35 @@ def serving_half_rows(study: Study, replays: dict) -> list[dict]:
     return rows + _transfer_rows(study, fits, folder)
 
 
+def _transfer_lines(
+    table: pd.DataFrame,
+    fits: dict,
+    partners: dict[str, str],
+    cost_model: str,
+    intro: str,
+    outro: str = "",
+) -> list[str]:
+    """A transfer's table (addenda 3 and 4): each run's errors under the serving path
+    fitted on its partner's first half; nothing when no run has a partner."""
+    if not partners:
+        return []
+    lines = [
+        "",
+        intro,
+        "",
+        "| run | serving path fitted on | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean "
+        "| E2E mean |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run, other in partners.items():
+        cells = [_cell(table, run, cost_model, m) for m in vcsv.METRICS]
+        cells += [_cell(table, run, cost_model, m, "mean") for m in vcsv.METRICS]
+        lines.append(
+            f"| {run} | {other} (requests 1-{fits[other]['half']}) | " + " | ".join(cells) + " |"
+        )
+    return lines + (["", outro] if outro else [])
+
+
 def _same_gpu(v: ValidationRun, u: ValidationRun) -> bool:
     """Addendum 3's partners: the same GPU (another model)."""
     return v.settings["hardware"]["gpu"] == u.settings["hardware"]["gpu"]
@@ -511,54 +540,29 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "absorbs whatever the kernel profile misses on that server (the mixed steps' "
         "attention, the TP all-reduce), not only host work.",
     ]
-    partners = study.extra.get("serving_other", {})
-    if partners:
-        lines += [
-            "",
-            "Does a serving path move to another model on the same server (the protocol's "
-            "addendum 3, decided before any such replay)? Each RTX PRO 6000 run replayed closed "
-            "loop, every request, under its own headline profile plus the serving path fitted "
-            f"on the other run's first half (`{OTHER}`, role held_out):",
-            "",
-            "| run | serving path fitted on | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean "
-            "| E2E mean |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for run, other in partners.items():
-            cells = [_cell(table, run, OTHER, m) for m in vcsv.METRICS]
-            cells += [_cell(table, run, OTHER, m, "mean") for m in vcsv.METRICS]
-            lines.append(
-                f"| {run} | {other} (requests 1-{fits[other]['half']}) | "
-                + " | ".join(cells)
-                + " |"
-            )
-        lines += [
-            "",
-            "A serving path fitted so carries what the kernel profile misses for that model "
-            "and TP degree, not only the server's own cost per step: set each row beside the "
-            "run's own first-half fit above before using one model's fit for another.",
-        ]
-    partners = study.extra.get("serving_other_gpu", {})
-    if partners:
-        lines += [
-            "",
-            "Does a serving path move to another GPU for the same model (the protocol's "
-            "addendum 4, decided before any such replay)? Each Llama-3.1-8B run replayed "
-            "closed loop, every request, under its own headline profile plus the serving path "
-            f"fitted on the other GPU's run's first half (`{OTHER_GPU}`, role held_out):",
-            "",
-            "| run | serving path fitted on | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean "
-            "| E2E mean |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for run, other in partners.items():
-            cells = [_cell(table, run, OTHER_GPU, m) for m in vcsv.METRICS]
-            cells += [_cell(table, run, OTHER_GPU, m, "mean") for m in vcsv.METRICS]
-            lines.append(
-                f"| {run} | {other} (requests 1-{fits[other]['half']}) | "
-                + " | ".join(cells)
-                + " |"
-            )
+    lines += _transfer_lines(
+        table,
+        fits,
+        study.extra.get("serving_other", {}),
+        OTHER,
+        "Does a serving path move to another model on the same server (the protocol's "
+        "addendum 3, decided before any such replay)? Each RTX PRO 6000 run replayed closed "
+        "loop, every request, under its own headline profile plus the serving path fitted "
+        f"on the other run's first half (`{OTHER}`, role held_out):",
+        "A serving path fitted so carries what the kernel profile misses for that model "
+        "and TP degree, not only the server's own cost per step: set each row beside the "
+        "run's own first-half fit above before using one model's fit for another.",
+    )
+    lines += _transfer_lines(
+        table,
+        fits,
+        study.extra.get("serving_other_gpu", {}),
+        OTHER_GPU,
+        "Does a serving path move to another GPU for the same model (the protocol's "
+        "addendum 4, decided before any such replay)? Each Llama-3.1-8B run replayed "
+        "closed loop, every request, under its own headline profile plus the serving path "
+        f"fitted on the other GPU's run's first half (`{OTHER_GPU}`, role held_out):",
+    )
     cov = study.extra.get("serving_half_intervals")
     if cov:
         cfg = study.intervals
