@@ -346,6 +346,7 @@ def test_validate_vllm_on_your_own_runs(tmp_path, capsys):
     assert fitted["serving"]["coefficients"]["const_s"] == pytest.approx(4e-3, rel=0.25)
     assert fitted["serving"]["fitted_on"] == "run-3.json"
     page = (out / "validation.md").read_text()
+    assert "Async scheduling: off in these replays" in page
     for heading in ("## Your server", "## The serving path, fitted on the fit runs",
                     "## Saturation rate (req/s)", "## The step cost alone"):  # fmt: skip
         assert heading in page
