@@ -104,6 +104,20 @@ def server_settings(server_args: str) -> dict[str, Any]:
     return out
 
 
+def async_note(settings: dict[str, Any], replays: str, flags: str) -> list[str]:
+    """A V1 page's line when ``settings`` (``server_settings``' paths) leave async
+    scheduling unsaid: pagesim's default is off, vLLM's (from v0.14.0) on."""
+    if "scheduler.async_scheduling" in settings:
+        return []
+    return [
+        "",
+        f"Async scheduling: off in {replays}. vLLM from v0.14.0 schedules asynchronously "
+        'unless started with `--no-async-scheduling` (its log says "Asynchronous scheduling '
+        f'is enabled"): if yours did, add `--async-scheduling` to {flags} '
+        "(docs/vllm_versions.md).",
+    ]
+
+
 def replay_doc(
     *, model: str, gpu: str, profile: str | None, scheduler: str, settings: dict[str, Any]
 ) -> dict[str, Any]:
@@ -589,14 +603,8 @@ def _page_lines(
     ]
     if "arrivals" in run.meta:
         lines += ["", f"Send times: {run.meta['arrivals']}."]
-    if scheduler == "vllm-v1" and "scheduler.async_scheduling" not in settings:
-        lines += [
-            "",
-            "Async scheduling: off in this replay. vLLM from v0.14.0 schedules asynchronously "
-            "unless started with `--no-async-scheduling` (its log says \"Asynchronous "
-            "scheduling is enabled\"): if yours did, add `--async-scheduling` to "
-            "`--server-args` (docs/vllm_versions.md).",
-        ]
+    if scheduler == "vllm-v1":
+        lines += async_note(settings, "this replay", "`--server-args`")
     lines += [
         "",
         f"![measured and replayed]({CHART_NAME})",

@@ -325,13 +325,10 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         f"`{manifest.scheduler}`, flags `{manifest.server_args or '(vLLM defaults)'}`; the "
         f"runs' settings replayed: {_settings_text(study)}.",
     ]
-    if manifest.scheduler == "vllm-v1" and "async-scheduling" not in manifest.server_args:
-        lines += [
-            "",
-            "Async scheduling: off in these replays. vLLM from v0.14.0 schedules "
-            "asynchronously unless started with `--no-async-scheduling`: if your server did, "
-            "add `--async-scheduling` to `server_args` (docs/vllm_versions.md).",
-        ]
+    if manifest.scheduler == "vllm-v1":
+        from pagesim.experiments.validation.bench import async_note, server_settings
+
+        lines += async_note(server_settings(manifest.server_args), "these replays", "`server_args`")
     fit = study.extra.get("fit")
     if fit is not None:
         from pagesim.calibrate.serving_v1 import form_lines
