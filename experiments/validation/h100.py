@@ -20,7 +20,7 @@ H100 operator tables; its attention projected from A100 timings, said in its ter
 H100 by ``benchmarks/gpu_iterations.py`` (the shipped ``h100-sxm-*-iterations``; a
 shard's at TP > 1, the all-reduces added analytic; decided before any replay under it,
 ``h100_protocol.md`` and its second addendum);
-``iterations-compiled``, the same stages, post hoc (the layer through ``torch.compile``,
+``iterations-compiled`` (and ``iterations-compiled+async``), the same stages, post hoc (the layer through ``torch.compile``,
 measured after the ``iterations`` replay was seen; the protocol's addendum). Not
 modelled, and said on the page: the Mixtral experiments (mixture of experts), the
 server's 8 GiB CPU KV offload, the prefix cache carried from one stage to the next, the
@@ -72,9 +72,17 @@ ITERATIONS_PROFILES = {
     ("codellama-34b", 2): "h100-sxm-codellama-34b-tp2-iterations",
     ("llama-2-70b", 4): "h100-sxm-llama-2-70b-tp4-iterations",
 }
-#: the same steps with the layer through torch.compile: POST HOC (measured after the first
-#: replay under ITERATIONS_PROFILE had been seen; h100_protocol.md's addendum)
+#: the same steps with the layer through torch.compile: POST HOC (Llama-2-7B measured after
+#: the first replay under ITERATIONS_PROFILE had been seen, h100_protocol.md's addendum; the
+#: shards after every replay above, its addendum 3)
 COMPILED_PROFILE = "h100-sxm-llama-2-7b-compiled-iterations"
+COMPILED_PROFILES = {
+    ("llama-2-7b", 1): COMPILED_PROFILE,
+    ("codellama-34b", 2): "h100-sxm-codellama-34b-tp2-compiled-iterations",
+    ("llama-2-70b", 4): "h100-sxm-llama-2-70b-tp4-compiled-iterations",
+}
+#: the compiled steps replayed with async scheduling (h100_protocol.md, addendum 3)
+COMPILED_ASYNC = "iterations-compiled+async"
 #: the headline replayed with vLLM's async scheduling (async_scheduling_protocol.md)
 ASYNC = "kernels+async"
 #: the same with each step's host overhead overlapping its GPU work (the addendum)
@@ -247,12 +255,13 @@ def _stage_trace(trace, part: pd.DataFrame, name: str):
     )
 
 
-def _iteration_profiles(vruns) -> dict[str, str]:
-    """Each dense stage's whole-step profile (its model at its TP; h100_protocol.md)."""
+def _iteration_profiles(vruns, table: dict = ITERATIONS_PROFILES) -> dict[str, str]:
+    """Each dense stage's whole-step profile in ``table`` (its model at its TP;
+    h100_protocol.md)."""
     out = {}
     for v in vruns:
         hw = v.settings["hardware"]
-        profile = ITERATIONS_PROFILES.get((hw["model"], hw.get("tensor_parallel", 1)))
+        profile = table.get((hw["model"], hw.get("tensor_parallel", 1)))
         if profile is not None:
             out[v.name] = profile
     return out
@@ -261,6 +270,7 @@ def _iteration_profiles(vruns) -> dict[str, str]:
 def prepare(folder: Path, out_dir: Path) -> Study:
     vruns, skipped = read_runs(Path(folder))
     profiles = _iteration_profiles(vruns)
+    compiled = _iteration_profiles(vruns, COMPILED_PROFILES)
     return Study(
         dataset=NAME,
         title=TITLE,
@@ -289,11 +299,25 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 "iterations-compiled",
                 COMPILED_PROFILE,
                 note="POST HOC: the same steps with the layer through torch.compile, measured "
-                "after the iterations replay had been seen (h100_protocol.md, addendum); "
-                "never the headline, not scored; the Llama-2-7B stages only",
-                # the stages timed compiled: Llama-2-7B at TP 1
-                runs=frozenset(r for r, p in profiles.items() if p == ITERATIONS_PROFILE),
+                "after the iterations replay had been seen (h100_protocol.md, addendum; the "
+                "TP-2 and TP-4 shards, addendum 3): h100-sxm-llama-2-7b-compiled-iterations, "
+                "h100-sxm-codellama-34b-tp2-compiled-iterations, "
+                "h100-sxm-llama-2-70b-tp4-compiled-iterations; never the headline, not scored",
+                per_run=compiled,
+                runs=frozenset(compiled),
                 post_hoc=True,
+            ),
+            CostModelChoice(
+                COMPILED_ASYNC,
+                COMPILED_PROFILE,
+                note="POST HOC: iterations-compiled with vLLM's async scheduling (v0.15.1's "
+                "default; no host time added: a graph-replayed step holds none and the engine "
+                "prepares the next step while one runs; h100_protocol.md, addendum 3); never "
+                "the headline, not scored",
+                per_run=compiled,
+                runs=frozenset(compiled),
+                post_hoc=True,
+                scheduler={"async_scheduling": True},
             ),
             CostModelChoice(
                 ASYNC,
@@ -397,7 +421,7 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
 
 def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
     """The dense stages' mean E2E and TTFT under every cost model side by side: the
-    whole-step profiles timed on an H100 (the compiled one post hoc, 7B only) beside the
+    whole-step profiles timed on an H100 (the compiled ones post hoc) beside the
     headline."""
     names = [c.name for c in study.cost_models if c.runs is not None]
     if not names:
