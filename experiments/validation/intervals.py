@@ -46,6 +46,11 @@ def replicate_table(
     lo_q, hi_q = (1 - nominal) / 2, 1 - (1 - nominal) / 2
     rows = []
     for vrun in study.runs:
+        if "seeds" in sources and vrun.redraw is None:
+            raise ValueError(
+                f"{vrun.name}: the intervals' source 'seeds' needs requests that can be drawn "
+                "again; this run's records fix them (use 'cost' or 'serving')"
+            )
         values: dict[tuple[str, str], list[float]] = {}
         for r in range(replicates):
             settings = {
@@ -53,7 +58,8 @@ def replicate_table(
                 "seed": seed,
                 "spread": {"sources": sources, "replicate": r},
             }
-            rep = replay(replace(vrun, settings=settings), cost, every_step=False)
+            trace = vrun.redraw(r) if "seeds" in sources else vrun.trace  # type: ignore[misc]
+            rep = replay(replace(vrun, settings=settings, trace=trace), cost, every_step=False)
             aligned = per_request is not None and _aligned(vrun, rep.requests)
             for metric in vcsv.METRICS:
                 v = rep.requests[f"{metric}_s"].to_numpy(dtype=float)
@@ -94,17 +100,23 @@ def scores(table: pd.DataFrame) -> np.ndarray:
 
 
 def calibrate(
-    raw: pd.DataFrame, measured: pd.DataFrame, nominal: float
+    raw: pd.DataFrame,
+    measured: pd.DataFrame,
+    nominal: float,
+    groups: dict[str, str] | None = None,
 ) -> tuple[pd.DataFrame, float]:
-    """Each statistic's conformal interval, its factor fitted on the *other* runs; and the
+    """Each statistic's conformal interval, its factor fitted on the *other* runs (with
+    ``groups``, run -> group: on the other groups' runs, a group held out whole); and the
     factor fitted on every run. ``measured``: the validation table's rows (measured_ms)."""
     t = raw.merge(
         measured[["run", "metric", "stat", "measured_ms", "rate"]], on=["run", "metric", "stat"]
     )
     t["score"] = scores(t)
+    group = t["run"].map(groups) if groups else t["run"]
     out = []
     for run, sub in t.groupby("run", sort=False):
-        k = conformal_factor(t.loc[t["run"] != run, "score"].to_numpy(), nominal)
+        own = groups[run] if groups else run
+        k = conformal_factor(t.loc[group != own, "score"].to_numpy(), nominal)
         centre = (sub["raw_lo_ms"] + sub["raw_hi_ms"]) / 2
         half = (sub["raw_hi_ms"] - sub["raw_lo_ms"]) / 2
         out.append(

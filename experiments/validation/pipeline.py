@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from pagesim.experiments.validation import report, vcsv
 from pagesim.experiments.validation.compare import closed_loop_rows
 from pagesim.experiments.validation.datasets import recognise
@@ -51,7 +53,9 @@ def with_intervals(study, table):
         study, cfg.nominal, cfg.replicates, list(cfg.sources), cfg.seed, per_request
     )
     head = table[(table["cost_model"] == study.headline.name) & table["metric"].isin(vcsv.METRICS)]
-    result, factor = calibrate(raw, head, cfg.nominal)
+    key = getattr(cfg, "group", None)  # an info key: hold out a group of runs together
+    groups = {v.name: str(v.info[key]) for v in study.runs} if key else None
+    result, factor = calibrate(raw, head, cfg.nominal, groups)
     launch = study.runs[0].launch
     sat = saturation_rates(table, launch, study.saturation_ttft_s)["measured"]
     study.extra["intervals"] = (result, factor, sat)
@@ -107,6 +111,7 @@ def interval_lines(study, table) -> list[str]:
     result, factor, sat = study.extra["intervals"]
     cfg = study.intervals
     cov = coverage_table(result, sat)
+    unit = getattr(cfg, "group", None) or "run"
     lines = [
         "",
         f"## Intervals ({cfg.nominal:.0%})",
@@ -116,11 +121,13 @@ def interval_lines(study, table) -> list[str]:
         + "; ".join(SOURCE_WORDS[x] for x in cfg.sources)
         + ", each for the whole run; `simulator/costmodel/spread.py`); the raw interval is the "
         "replicates' central "
-        f"{cfg.nominal:.0%}, widened by the conformal factor fitted on the other runs' statistics "
-        "(leave-one-run-out, `experiments/validation/intervals.py`): every run's coverage is a "
-        f"held-out figure. The factor fitted on every run is **{factor:.2f}** (the raw interval's "
-        f"half-width times {factor:.2f}). Coverage per regime (measured saturation "
-        f"{sat:.2f} req/s), with the mean width relative to the real value:",
+        f"{cfg.nominal:.0%}, widened by the conformal factor fitted on the other {unit}s' "
+        f"statistics (leave-one-{unit}-out, `experiments/validation/intervals.py`): every run's "
+        f"coverage is a held-out figure. The factor fitted on every run is **{factor:.2f}** (the "
+        "raw interval's "
+        f"half-width times {factor:.2f}). Coverage per regime ("
+        + (f"measured saturation {sat:.2f} req/s" if np.isfinite(sat) else "no run saturates")
+        + "), with the mean width relative to the real value:",
         "",
         "| regime | statistics | raw coverage | raw width | coverage | width |",
         "|---|---|---|---|---|---|",
@@ -132,15 +139,17 @@ def interval_lines(study, table) -> list[str]:
         )
     lines += [
         "",
-        "Per run (the factor used is fitted without the run):",
+        f"Per run (the factor used is fitted without the {unit}"
+        + ("):" if unit == "run" else " it belongs to):"),
         "",
-        "| run | rate | factor | statistics covered |",
-        "|---|---|---|---|",
+        "| run | rate | factor | statistics covered | mean width |",
+        "|---|---|---|---|---|",
     ]
     for run, sub in result.groupby("run", sort=False):
+        width = ((sub["hi_ms"] - sub["lo_ms"]) / sub["measured_ms"]).mean()
         lines.append(
             f"| {run} | {sub['rate'].iloc[0]:g} | {sub['factor'].iloc[0]:.2f} | "
-            f"{int(sub['covered'].sum())} / {len(sub)} |"
+            f"{int(sub['covered'].sum())} / {len(sub)} | {width:.0%} |"
         )
     lines += _request_interval_lines(study, cfg.nominal)
     lines += [
@@ -149,8 +158,12 @@ def interval_lines(study, table) -> list[str]:
         + "; ".join(SOURCE_WORDS[x] for x in cfg.sources)
         + ". What it cannot include: a rule the model lacks or a term it gets wrong "
         f"({study.extra.get('bias_note', 'a bias is not spread')}), a launch whose steps are "
-        "slower, the requests' own randomness (the replays replay the real requests, so "
-        "arrivals do not vary).",
+        + (
+            "slower."
+            if "seeds" in cfg.sources
+            else "slower, the requests' own randomness (the replays replay the real requests, "
+            "so arrivals do not vary)."
+        ),
     ]
     return lines
 
@@ -184,7 +197,8 @@ def _request_interval_lines(study, nominal: float) -> list[str]:
 SOURCE_WORDS = {
     "cost": "one multiplier per kernel term, drawn from its held-out residuals",
     "serving": "one on the serving path, from its fit residuals",
-    "seeds": "the seed",
+    "seeds": "the requests and their arrivals drawn again from the run's own generator "
+    "(another seed)",
 }
 
 

@@ -27,6 +27,9 @@ class ValidationRun:
     trace: Any = None
     #: what the dataset's reader keeps about the run (pools, names)
     info: dict[str, Any] = field(default_factory=dict)
+    #: the requests drawn again from the run's own generator with another seed (the
+    #: intervals' ``seeds`` source); None where the records fix the requests
+    redraw: Callable[[int], Any] | None = None
 
     @property
     def name(self) -> str:

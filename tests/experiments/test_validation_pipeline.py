@@ -553,6 +553,71 @@ def test_h100_host_overhead_overlapped_shortens_every_step(h100):
     assert _per_experiment(table, study, "e2e", ASYNC_OVERLAP).median() < 0.15
 
 
+def test_h100_intervals_follow_their_protocol(h100):
+    """h100_intervals_protocol.md: the headline's E2E and TTFT statistics (not the client's
+    ITL) get intervals from 10 replicates of the stage's requests drawn again and the kernel
+    terms' multipliers; each stage's factor is fitted without its whole experiment; the
+    coverage of the nominal 90% is inside the issue's 80-95% band."""
+    from pagesim.experiments.validation.intervals import conformal_factor
+
+    _, (study, table, _, _) = h100
+    result, factor, _ = study.extra["intervals"]
+    head = table[table["cost_model"] == study.headline.name]
+    with_interval = head[head["lo_ms"].notna()]
+    assert set(with_interval["metric"]) == {"e2e", "ttft"} and len(with_interval) == 90
+    assert head.loc[head["metric"] == "itl", "lo_ms"].isna().all()
+    assert table.loc[table["cost_model"] != study.headline.name, "lo_ms"].isna().all()
+    experiment = {v.name: v.info["experiment"] for v in study.runs}
+    exp = result["run"].map(experiment)
+    for run in ("llama-2-7b-tp1-codegen/s0", "codellama-34b-tp2-general/s1"):
+        own = experiment[run]
+        expected = conformal_factor(result.loc[exp != own, "score"].to_numpy(), 0.9)
+        assert result.loc[result["run"] == run, "factor"].iloc[0] == pytest.approx(expected)
+        # fitted leaving the one stage out, it would differ: its siblings are held out too
+        loose = conformal_factor(result.loc[result["run"] != run, "score"].to_numpy(), 0.9)
+        assert loose != pytest.approx(expected)
+    assert factor == pytest.approx(conformal_factor(result["score"].to_numpy(), 0.9))
+    assert 0.80 <= result["covered"].mean() <= 0.95
+    # the seeds source: seed 0 is the replayed draw, another seed other requests
+    v = study.runs[0]
+    assert v.redraw(0).table["prompt_len"].equals(v.trace.table["prompt_len"])
+    other = v.redraw(1).table
+    assert len(other) == len(v.trace.table)
+    assert not np.array_equal(other["arrival_s"].to_numpy(), v.trace.table["arrival_s"].to_numpy())
+
+
+def test_intervals_hold_out_a_group_of_runs_together():
+    """With groups, a run's factor is fitted on the other groups' runs only; without, on
+    every other run; and the seeds source is refused where the records fix the requests."""
+    from pagesim.experiments.validation.intervals import calibrate, replicate_table
+    from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
+    from pagesim.workloads.records import RECORD_COLUMNS, MeasuredRun
+
+    raw, measured = [], []
+    for run, real in (("a1", 10.0), ("a2", 13.0), ("b1", 10.2), ("c1", 10.4), ("d1", 10.6)):
+        raw.append({"run": run, "metric": "e2e", "stat": "mean", "raw_lo_ms": 9.0, "raw_hi_ms": 11.0})
+        measured.append({"run": run, "metric": "e2e", "stat": "mean", "measured_ms": real,
+                         "rate": 1.0})  # fmt: skip
+    raw, measured = pd.DataFrame(raw), pd.DataFrame(measured)
+    # scores (|real - 10| / 1): a1 0, a2 3, b1 0.2, c1 0.4, d1 0.6
+    by_run, _ = calibrate(raw, measured, 0.75)
+    groups = {"a1": "a", "a2": "a", "b1": "b", "c1": "c", "d1": "d"}
+    by_group, _ = calibrate(raw, measured, 0.75, groups)
+    # a1 left out alone is calibrated with its sibling a2's score 3 among the others; its
+    # group left out, on b1, c1 and d1 only
+    assert by_run.set_index("run").at["a1", "factor"] == pytest.approx(3.0)
+    assert by_group.set_index("run").at["a1", "factor"] == pytest.approx(0.6)
+    assert by_run.set_index("run").at["a2", "factor"] == pytest.approx(0.6)
+    assert not by_group.set_index("run").at["a2", "covered"]
+    run = MeasuredRun(name="r", dataset="d", table=pd.DataFrame(columns=list(RECORD_COLUMNS)),
+                      rate_req_s=1.0, sources=(), meta={})  # fmt: skip
+    vrun = ValidationRun(run=run, launch="x", role="held_out", settings={})
+    study = Study(dataset="d", title="t", runs=[vrun],
+                  cost_models=[CostModelChoice("kernels", None, headline=True)])  # fmt: skip
+    with pytest.raises(ValueError, match="'seeds' needs requests that can be drawn again"):
+        replicate_table(study, 0.9, 2, ["seeds", "cost"], 0)
+
+
 def test_docs_validation_h100_page_is_up_to_date(h100):
     _, (study, table, goals, replays) = h100
     assert (DOCS / "validation_h100.md").read_text() == page_text(study, table, goals, replays), (
