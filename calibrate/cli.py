@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR2",
         help="also print how DIR's profile predicts DIR2's measurements (another run, "
         "another seed: every point of it held out), term by term, and write "
-        "DIR/against_<DIR2 name>.md",
+        "DIR/against_<DIR2 name>.md; on another GPU, also projected onto DIR2's GPU spec",
     )
     report.set_defaults(func=_report)
     _register_import(sub)

@@ -504,6 +504,8 @@ def cross_run_section(run_dir: Path, other_dir: Path) -> list[str]:
     theirs = load_profile(other_dir / "profile.yaml")
     df = load_measurements(other_dir / "measurements.csv")
     df = df[df["in_fit"]]
+    if mine.gpu_spec != theirs.gpu_spec:
+        return _cross_gpu_lines(run_dir, other_dir, mine, theirs, df)
     lines = [
         f"### {run_dir.name}'s profile on {other_dir.name}'s measurements",
         "",
@@ -526,5 +528,47 @@ def cross_run_section(run_dir: Path, other_dir: Path) -> list[str]:
             f"{_pct(np.median(np.abs(rel)))} | {_pct(np.max(np.abs(rel)))} | "
             f"{np.median(rel) * 100:+.1f}% | {_pct(term.heldout_mape)} | "
             f"{_pct(other.heldout_mape if other else None)} |"
+        )
+    return lines
+
+
+def _cross_gpu_lines(run_dir: Path, other_dir: Path, mine, theirs, df: pd.DataFrame) -> list[str]:
+    """``cross_run_section`` across GPUs: the first run's profile as measured and projected
+    onto the second run's GPU spec (``simulator/costmodel/projection.py``: bytes by the HBM
+    bandwidth ratio, FLOPs by the FP16 peak ratio, swap bytes by PCIe, constants kept)
+    against every fitted point of the second run: how well the projection rule moves a
+    measured profile to another GPU, checked on two real ones."""
+    from pagesim.simulator.costmodel.projection import project_profile
+
+    source, target = GPUS[mine.gpu_spec], GPUS[theirs.gpu_spec]
+    projected = project_profile(mine, target, source)
+    lines = [
+        f"### {run_dir.name}'s profile on {other_dir.name}'s measurements (another GPU)",
+        "",
+        f"{mine.gpu_name} (spec {source.name}) -> {theirs.gpu_name} (spec {target.name}). "
+        "Every point of the second run is held out from the first run's fit. Projected: "
+        "`simulator/costmodel/projection.py` with the specs' datasheet figures, bytes x"
+        f"{source.hbm_bw_bytes_s / target.hbm_bw_bytes_s:.3g}, FLOPs x"
+        f"{source.fp16_flops / target.fp16_flops:.3g}, swap bytes x"
+        f"{source.pcie_bw_bytes_s / target.pcie_bw_bytes_s:.3g}, constants kept. Errors are "
+        "predicted / measured - 1.",
+        "",
+        "| term | points | MAPE as measured | signed median as measured | MAPE projected | "
+        "signed median projected | held-out MAPE, second run's own fit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in TERM_NAMES:
+        rows = df[df["term"] == name]
+        term = mine.terms.get(name)
+        if rows.empty or term is None:
+            continue
+        measured = rows["median_s"].to_numpy()
+        raw = predict_s(term, rows) / measured - 1.0
+        moved = predict_s(projected.terms[name], rows) / measured - 1.0
+        other = theirs.terms.get(name)
+        lines.append(
+            f"| {name} | {len(rows)} | {_pct(np.mean(np.abs(raw)))} | "
+            f"{np.median(raw) * 100:+.1f}% | {_pct(np.mean(np.abs(moved)))} | "
+            f"{np.median(moved) * 100:+.1f}% | {_pct(other.heldout_mape if other else None)} |"
         )
     return lines
