@@ -516,12 +516,8 @@ def cross_run_section(run_dir: Path, other_dir: Path) -> list[str]:
         "held-out MAPE, first run | held-out MAPE, second run |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name in TERM_NAMES:
-        rows = df[df["term"] == name]
-        term = mine.terms.get(name)
-        if rows.empty or term is None:
-            continue
-        rel = predict_s(term, rows) / rows["median_s"].to_numpy() - 1.0
+    for name, rows, rel in _errors_by_term(mine, df):
+        term = mine.terms[name]
         other = theirs.terms.get(name)
         lines.append(
             f"| {name} | {len(rows)} | {_pct(np.mean(np.abs(rel)))} | "
@@ -530,6 +526,16 @@ def cross_run_section(run_dir: Path, other_dir: Path) -> list[str]:
             f"{_pct(other.heldout_mape if other else None)} |"
         )
     return lines
+
+
+def _errors_by_term(profile, df: pd.DataFrame):
+    """Per term of ``profile`` with points in ``df``: (name, its rows, predicted / measured
+    - 1), in ``TERM_NAMES`` order."""
+    for name in TERM_NAMES:
+        rows = df[df["term"] == name]
+        term = profile.terms.get(name)
+        if not rows.empty and term is not None:
+            yield name, rows, predict_s(term, rows) / rows["median_s"].to_numpy() - 1.0
 
 
 def _cross_gpu_lines(run_dir: Path, other_dir: Path, mine, theirs, df: pd.DataFrame) -> list[str]:
@@ -557,14 +563,8 @@ def _cross_gpu_lines(run_dir: Path, other_dir: Path, mine, theirs, df: pd.DataFr
         "signed median projected | held-out MAPE, second run's own fit |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name in TERM_NAMES:
-        rows = df[df["term"] == name]
-        term = mine.terms.get(name)
-        if rows.empty or term is None:
-            continue
-        measured = rows["median_s"].to_numpy()
-        raw = predict_s(term, rows) / measured - 1.0
-        moved = predict_s(projected.terms[name], rows) / measured - 1.0
+    for name, rows, raw in _errors_by_term(mine, df):
+        moved = predict_s(projected.terms[name], rows) / rows["median_s"].to_numpy() - 1.0
         other = theirs.terms.get(name)
         lines.append(
             f"| {name} | {len(rows)} | {_pct(np.mean(np.abs(raw)))} | "
