@@ -122,7 +122,7 @@ def calibrate(
         out.append(
             sub.assign(
                 factor=k,
-                lo_ms=centre - k * half,
+                lo_ms=np.maximum(centre - k * half, 0.0),  # a latency is never negative
                 hi_ms=centre + k * half,
             )
         )

@@ -115,8 +115,8 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
     height = 0.4 + 3.8 * len(launches)
     fig = Figure(figsize=(4.4 * len(metrics), height))
     grid = fig.subplots(len(launches), len(metrics), squeeze=False)
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
-    order = list(dict.fromkeys(closed["cost_model"]))  # one color per cost model throughout
+    colors = [f"C{i}" for i in range(10)]  # one color per cost model throughout
+    order = list(dict.fromkeys(closed["cost_model"]))
     for row, launch in zip(grid, launches, strict=True):
         of_launch = closed[closed["launch"] == launch]
         for ax, metric in zip(row, metrics, strict=True):
@@ -126,9 +126,14 @@ def draw_chart(study: Study, table: pd.DataFrame, path: Path) -> Path:
                          fontsize=9)  # fmt: skip
     for ax in grid[-1]:
         ax.set_xlabel("request rate (req/s)")
-    grid[0][0].legend(fontsize=6)
     fig.suptitle(textwrap.fill(study.title, 150), fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / height))  # room for the title
+    if len(order) > 3:  # beside the panels, where it hides no curve
+        fig.legend(*grid[0][0].get_legend_handles_labels(), loc="center right", fontsize=7)
+        right = 1 - 2.0 / fig.get_figwidth()
+    else:
+        grid[0][0].legend(fontsize=6)
+        right = 1.0
+    fig.tight_layout(rect=(0, 0, right, 1 - 0.3 / height))  # room for the title
     fig.savefig(path, dpi=110)
     return path
 
@@ -149,7 +154,11 @@ def _rate_panel(ax, sub: pd.DataFrame, order: list[str], colors: list[str]) -> N
         band = c[(c["stat"] == "p50") & c["lo_ms"].notna()]
         if not band.empty:  # the headline's interval around its p50
             per_rate = band.groupby("rate")[["lo_ms", "hi_ms"]].mean()
-            ax.fill_between(per_rate.index, per_rate["lo_ms"].clip(lower=1e-3),
+            # on the log axis, an interval reaching 0 is drawn to the panel's floor (a
+            # tenth of its smallest value), not to a floor that squeezes every curve flat
+            values = pd.concat([sub["measured_ms"], sub["predicted_ms"]])
+            floor = 0.1 * float(values[values > 0].min())
+            ax.fill_between(per_rate.index, per_rate["lo_ms"].clip(lower=floor),
                             per_rate["hi_ms"], color=color, alpha=0.15,
                             label=f"{cost} p50 interval")  # fmt: skip
     ax.set_yscale("log")

@@ -729,3 +729,44 @@ def test_the_rate_chart_draws_each_launch_on_its_own_row(tmp_path, monkeypatch):
                        ].sort_values("rate")["predicted_ms"]  # fmt: skip
     line = fig.axes[0].get_lines()[0]
     assert list(line.get_ydata()) == pytest.approx(list(ttft_small))
+
+
+def test_the_rate_chart_tells_many_cost_models_apart_and_keeps_bands_on_the_panel(
+    tmp_path, monkeypatch
+):
+    """Each cost model its own colour (up to ten), the legend beside the panels when there
+    are more than three, and an interval reaching 0 drawn down to a tenth of the panel's
+    smallest value, not to a floor that flattens the curves."""
+    from matplotlib.figure import Figure
+
+    from pagesim.experiments.validation import report
+    from pagesim.experiments.validation.study import CostModelChoice, Study
+
+    rng = np.random.default_rng(1)
+    lat = lambda: pd.DataFrame({f"{m}_s": rng.uniform(0.1, 1.0, 50) for m in vcsv.METRICS})  # noqa: E731
+    names = [f"model-{i}" for i in range(6)]
+    rows = []
+    for rate in (1.0, 2.0):
+        for i, name in enumerate(names):
+            rows += vcsv.latency_rows(
+                lat(), lat(), dataset="d", run=f"r/{rate}", rate=rate, launch="x",
+                role="held_out", cost_model=name, headline=i == 0,
+            )  # fmt: skip
+    table = vcsv.frame(rows)
+    head = table["cost_model"] == "model-0"
+    table.loc[head, "lo_ms"] = 0.0
+    table.loc[head, "hi_ms"] = table.loc[head, "predicted_ms"] * 2
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
+    study = Study(dataset="d", title="t", runs=[],
+                  cost_models=[CostModelChoice(n, None, i == 0) for i, n in enumerate(names)])  # fmt: skip
+    report.draw_chart(study, table, tmp_path / "chart.png")
+    (fig,) = drawn
+    ax = fig.axes[0]
+    colours = {line.get_color() for line in ax.get_lines()}
+    assert len(colours) == len(names)
+    assert fig.legends and ax.get_legend() is None
+    sub = table[table["metric"] == "ttft"]
+    floor = 0.1 * min(sub["measured_ms"].min(), sub["predicted_ms"].min())
+    (band,) = ax.collections[2:]  # after the measured p50 and p90 points
+    assert band.get_paths()[0].vertices[:, 1].min() == pytest.approx(floor)
