@@ -35,6 +35,7 @@ COMPILED = [
     DEFAULT_PROFILES_DIR / f"h100-sxm-{name}-compiled-iterations"
     for name in ("llama-2-7b", "codellama-34b-tp2", "llama-2-70b-tp4")
 ]
+H200 = DEFAULT_PROFILES_DIR / "h200-llama-2-7b-iterations"
 SHARDS = [
     DEFAULT_PROFILES_DIR / f"h100-sxm-{name}{forward}-iterations"
     for name in ("codellama-34b-tp2", "llama-2-70b-tp4")
@@ -153,37 +154,38 @@ def test_the_command_line_fits_a_table(tmp_path):
     assert (tmp_path / "p" / "profile.yaml").is_file() and "report:" in out.stdout
 
 
-@pytest.mark.parametrize("shipped", [SHIPPED, *COMPILED, *SHARDS[::2]], ids=lambda p: p.name)
+@pytest.mark.parametrize("shipped", [SHIPPED, *COMPILED, *SHARDS[::2], H200], ids=lambda p: p.name)
 def test_the_shipped_profile_is_what_its_own_table_gives(tmp_path, shipped):
     copy = tmp_path / shipped.name
     shutil.copytree(shipped, copy)
     profile = load_profile(shipped / "profile.yaml")
     command = profile.command
-    assert command.startswith("pagesim calibrate iterations iterations.csv --gpu h100-sxm")
+    gpu = profile.gpu_spec
+    assert command.startswith(f"pagesim calibrate iterations iterations.csv --gpu {gpu}")
     words = shlex.split(command)
     model = words[words.index("--model") + 1] if "--model" in words else None
     forward = words[words.index("--forward") + 1] if "--forward" in words else None
     assert (model is not None) == (shipped in SHARDS)
     assert (forward == "compiled") == (shipped in COMPILED)
     fit_iterations(
-        copy / "iterations.csv", "h100-sxm", copy, seed=0, command=command,
+        copy / "iterations.csv", gpu, copy, seed=0, command=command,
         date=profile.date, gpu_name=profile.gpu_name, model=model, forward=forward,
     )  # fmt: skip
     for name in ("profile.yaml", "report.md"):
         assert (copy / name).read_text() == (shipped / name).read_text(), (
-            f"{name} is stale: cd {shipped.relative_to(ROOT)} && pagesim calibrate iterations "
-            "iterations.csv --gpu h100-sxm --gpu-name 'NVIDIA H100 80GB HBM3' --out ."
+            f"{name} is stale: cd {shipped.relative_to(ROOT)} && {command.replace('OUT', '.')}"
         )
     # the compiled table says so in every term's origin; the eager one does not
     compiled = "torch.compile" in profile.terms["decode_iteration"].origin
     assert compiled == (shipped in COMPILED)
-    assert profile.kind == "measured" and profile.gpu_name == "NVIDIA H100 80GB HBM3"
+    assert profile.kind == "measured"
+    assert profile.gpu_name == ("NVIDIA H200" if gpu == "h200" else "NVIDIA H100 80GB HBM3")
     assert profile.software["allreduce_in_steps"] == "no"
     run = pagesim.simulate(
         {
             "workload": {"num_requests": 20},
             "arrivals": {"rate_req_s": 2.0},
-            "hardware": {"gpu": "h100-sxm", "model": model or "llama-2-7b",
+            "hardware": {"gpu": gpu, "model": model or "llama-2-7b",
                          "profile": shipped.name,
                          "tensor_parallel": int(shipped.name.split("-tp")[1].split("-")[0])
                          if shipped in SHARDS else 1},
