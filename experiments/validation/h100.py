@@ -20,9 +20,11 @@ H100 operator tables; its attention projected from A100 timings, said in its ter
 H100 by ``benchmarks/gpu_iterations.py`` (the shipped ``h100-sxm-*-iterations``; a
 shard's at TP > 1, the all-reduces added analytic; decided before any replay under it,
 ``h100_protocol.md`` and its second addendum);
-``iterations-compiled`` (and ``iterations-compiled+async``), the same stages, post hoc (the layer through ``torch.compile``,
-measured after the ``iterations`` replay was seen; the protocol's addendum). Not
-modelled, and said on the page: the Mixtral experiments (mixture of experts), the
+``iterations-compiled`` and ``iterations-compiled+async``, the same stages, post hoc
+(the layer through ``torch.compile``, measured after the ``iterations`` replay was seen;
+the protocol's addenda). The headline's intervals (``INTERVALS``,
+``h100_intervals_protocol.md``) draw each stage's requests again from the client's
+generator. Not modelled, and said on the page: the Mixtral experiments (mixture of experts), the
 server's 8 GiB CPU KV offload, the prefix cache carried from one stage to the next, the
 client's streaming cost. The client's ITL and TPOT count every
 streamed line, separators included (inference-sim's notes): they read about half the
