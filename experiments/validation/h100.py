@@ -463,8 +463,10 @@ def _same_gpu_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "(`benchmarks/gpu_iterations.py`: a PyTorch forward of one GPU's shard under CUDA "
         "graphs, no host time; at TP > 1 the all-reduces added, analytic; "
         "`experiments/validation/h100_protocol.md` says which was decided before any "
-        "replay and which after; — : not replayed under it), and the headline replayed "
-        f"with vLLM's async scheduling (`{ASYNC}`; `{ASYNC_OVERLAP}` also overlaps each "
+        "replay and which after; — : not replayed under it; `iterations-compiled`: the same "
+        f"forward through torch.compile, and `{COMPILED_ASYNC}` those steps under vLLM's "
+        "async scheduling, nothing added to a step), and the headline replayed "
+        f"with async scheduling (`{ASYNC}`; `{ASYNC_OVERLAP}` also overlaps each "
         "step's host overhead with its GPU work; post hoc: "
         "`experiments/validation/async_scheduling_protocol.md`).",
         "",
