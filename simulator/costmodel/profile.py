@@ -417,10 +417,27 @@ def _sources(value: Any, fail) -> tuple[dict[str, str], ...]:
     return tuple(out)
 
 
+#: profiles already parsed, by (path, sha256 of the file's bytes): a sweep or an interval's
+#: replicates load the same profile once per run, and parsing its YAML costs more than the
+#: hash (profiles are frozen; nothing mutates one)
+_LOADED: dict[tuple[str, str], Profile] = {}
+_LOADED_MAX = 64
+
+
 def load_profile(path: str | Path) -> Profile:
+    import hashlib
+
     from pagesim import yamlio
 
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"profile file not found: {path}")
-    return profile_from_dict(yamlio.read(path, "profile"), source=str(path))
+    key = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    cached = _LOADED.get(key)
+    if cached is not None:
+        return cached
+    profile = profile_from_dict(yamlio.read(path, "profile"), source=str(path))
+    if len(_LOADED) >= _LOADED_MAX:
+        _LOADED.clear()
+    _LOADED[key] = profile
+    return profile

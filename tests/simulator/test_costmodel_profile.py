@@ -114,3 +114,19 @@ def test_asking_for_an_absent_term_names_the_ones_present():
     p = profile_from_dict({"kind": "measured", "gpu_name": "x", "gpu_spec": "h200", "terms": {}})
     with pytest.raises(ConfigError, match="has no term 'gemm'"):
         p.term("gemm")
+
+
+def test_a_profile_file_is_parsed_once_per_content(tmp_path):
+    """Loading the same bytes again returns the parsed profile; a file rewritten with other
+    contents (same path) is parsed again, never served stale."""
+    from dataclasses import replace
+
+    path = tmp_path / "p.yaml"
+    first = load_profile(FIXTURE)
+    first.save(path)
+    loaded = load_profile(path)
+    assert load_profile(path) is loaded
+    replace(first, notes="rewritten").save(path)
+    assert load_profile(path).notes == "rewritten"
+    first.save(path)
+    assert load_profile(path).notes == first.notes
