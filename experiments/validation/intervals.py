@@ -38,13 +38,21 @@ def replicate_table(
     sources: list[str],
     seed: int,
     per_request: dict[tuple[str, str], np.ndarray] | None = None,
+    *,
+    progress: bool = False,
 ):
     """Per run x metric x stat: the raw interval (lo, hi) of the headline cost model. With
     ``per_request``, also each request's replicated values (s) into it, by (run, metric):
-    an array of replicates x requests, in the records' order (:func:`request_coverage`)."""
+    an array of replicates x requests, in the records' order (:func:`request_coverage`).
+    ``progress``: a bar over the replicates."""
     cost = study.headline
     lo_q, hi_q = (1 - nominal) / 2, 1 - (1 - nominal) / 2
     rows = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(study.runs) * replicates, desc="interval replicates", unit="run")
     for vrun in study.runs:
         if "seeds" in sources and vrun.redraw is None:
             raise ValueError(
@@ -60,6 +68,8 @@ def replicate_table(
             }
             trace = vrun.redraw(r) if "seeds" in sources else vrun.trace  # type: ignore[misc]
             rep = replay(replace(vrun, settings=settings, trace=trace), cost, every_step=False)
+            if bar is not None:
+                bar.update()
             aligned = per_request is not None and _aligned(vrun, rep.requests)
             for metric in vcsv.METRICS:
                 v = rep.requests[f"{metric}_s"].to_numpy(dtype=float)
@@ -82,6 +92,8 @@ def replicate_table(
                     "raw_hi_ms": float(np.quantile(arr, hi_q)),
                 }
             )
+    if bar is not None:
+        bar.close()
     return pd.DataFrame(rows)
 
 

@@ -32,13 +32,13 @@ def run_validation(data_dir: str | Path, out_dir: str | Path, *, progress: bool 
     rows += dataset.open_loop_rows(study, replays)
     table = vcsv.frame(rows)
     if study.intervals is not None:
-        table = with_intervals(study, table)
+        table = with_intervals(study, table, progress=progress)
     study.sections = dataset.sections(study, table, replays) + interval_lines(study, table)
     goals = dataset.goals(study, table)
     return study, table, goals, replays
 
 
-def with_intervals(study, table):
+def with_intervals(study, table, *, progress: bool = False):
     """``table`` with the headline's closed-loop rows' conformal intervals (intervals.py)."""
     from pagesim.experiments.validation.compare import saturation_rates
     from pagesim.experiments.validation.intervals import (
@@ -50,8 +50,9 @@ def with_intervals(study, table):
     cfg = study.intervals
     per_request: dict = {}
     raw = replicate_table(
-        study, cfg.nominal, cfg.replicates, list(cfg.sources), cfg.seed, per_request
-    )
+        study, cfg.nominal, cfg.replicates, list(cfg.sources), cfg.seed, per_request,
+        progress=progress,
+    )  # fmt: skip
     head = table[(table["cost_model"] == study.headline.name) & table["metric"].isin(vcsv.METRICS)]
     key = getattr(cfg, "group", None)  # an info key: hold out a group of runs together
     groups = {v.name: str(v.info[key]) for v in study.runs} if key else None
