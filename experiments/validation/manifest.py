@@ -25,11 +25,12 @@ class Launch(StrictSpec):
 
 
 class Intervals(StrictSpec):
-    """How the validation's intervals are made (``docs/intervals.md``)."""
+    """How the validation's intervals are made (``docs/intervals.md``). No ``seeds``: a
+    replay of records replays their requests, which no seed draws again."""
 
     nominal: float = Field(gt=0, lt=1)
     replicates: int = Field(ge=2)
-    sources: list[Literal["seeds", "cost", "serving"]] = Field(min_length=1)
+    sources: list[Literal["cost", "serving"]] = Field(min_length=1)
     seed: int = Field(ge=0)
 
 

@@ -365,6 +365,14 @@ def test_validate_vllm_on_your_own_runs(tmp_path, capsys):
     assert "## Intervals (90%)" in (out / "validation.md").read_text()
     fitted = yaml.safe_load((out / "profiles" / "serving" / "profile.yaml").read_text())
     assert fitted["intervals"]["replicates"] == 4
+    # seeds cannot draw recorded requests again: refused in one line, the allowed named
+    manifest["intervals"]["sources"] = ["seeds", "cost"]
+    (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
+    capsys.readouterr()
+    assert main(["validate-vllm", "--data", str(folder), "--out", str(tmp_path / "o1")]) != 0
+    err = capsys.readouterr().err
+    assert "sources" in err and "'cost'" in err and "'serving'" in err, err
+    assert "Traceback" not in err
     del manifest["intervals"]
     # a manifest naming a file that is not there is one line naming it
     manifest["fit"] = ["run-4.json"]
