@@ -327,6 +327,32 @@ def serving_half_rows(study: Study, replays: dict) -> list[dict]:
     return rows + _transfer_rows(study, fits, folder)
 
 
+#: the serving-path transfer tables on the page (addenda 3 and 4): the study's extra key of
+#: each run's partner, the cost model, the text before the table and after it
+TRANSFER_TABLES = (
+    (
+        "serving_other",
+        OTHER,
+        "Does a serving path move to another model on the same server (the protocol's "
+        "addendum 3, decided before any such replay)? Each RTX PRO 6000 run replayed closed "
+        "loop, every request, under its own headline profile plus the serving path fitted "
+        f"on the other run's first half (`{OTHER}`, role held_out):",
+        "A serving path fitted so carries what the kernel profile misses for that model "
+        "and TP degree, not only the server's own cost per step: set each row beside the "
+        "run's own first-half fit above before using one model's fit for another.",
+    ),
+    (
+        "serving_other_gpu",
+        OTHER_GPU,
+        "Does a serving path move to another GPU for the same model (the protocol's "
+        "addendum 4, decided before any such replay)? Each Llama-3.1-8B run replayed "
+        "closed loop, every request, under its own headline profile plus the serving path "
+        f"fitted on the other GPU's run's first half (`{OTHER_GPU}`, role held_out):",
+        "",
+    ),
+)
+
+
 def _transfer_lines(
     table: pd.DataFrame,
     fits: dict,
@@ -540,29 +566,8 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
         "absorbs whatever the kernel profile misses on that server (the mixed steps' "
         "attention, the TP all-reduce), not only host work.",
     ]
-    lines += _transfer_lines(
-        table,
-        fits,
-        study.extra.get("serving_other", {}),
-        OTHER,
-        "Does a serving path move to another model on the same server (the protocol's "
-        "addendum 3, decided before any such replay)? Each RTX PRO 6000 run replayed closed "
-        "loop, every request, under its own headline profile plus the serving path fitted "
-        f"on the other run's first half (`{OTHER}`, role held_out):",
-        "A serving path fitted so carries what the kernel profile misses for that model "
-        "and TP degree, not only the server's own cost per step: set each row beside the "
-        "run's own first-half fit above before using one model's fit for another.",
-    )
-    lines += _transfer_lines(
-        table,
-        fits,
-        study.extra.get("serving_other_gpu", {}),
-        OTHER_GPU,
-        "Does a serving path move to another GPU for the same model (the protocol's "
-        "addendum 4, decided before any such replay)? Each Llama-3.1-8B run replayed "
-        "closed loop, every request, under its own headline profile plus the serving path "
-        f"fitted on the other GPU's run's first half (`{OTHER_GPU}`, role held_out):",
-    )
+    for key, cost_model, intro, outro in TRANSFER_TABLES:
+        lines += _transfer_lines(table, fits, study.extra.get(key, {}), cost_model, intro, outro)
     cov = study.extra.get("serving_half_intervals")
     if cov:
         cfg = study.intervals
