@@ -94,6 +94,7 @@ def simulate(
             get_gpu(spec.hardware.gpu),
             tensor_parallel=spec.hardware.tensor_parallel,
             spread=(tuple(spec.spread.sources), replicate_rng(spec.seed, spec.spread.replicate)),
+            link=spec.hardware.link,
         )
     scheduler = SCHEDULERS[spec.scheduler.kind](
         spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng

@@ -36,6 +36,7 @@ __all__ = [
     "ArrivalSpec",
     "HardwareSpec",
     "LengthDist",
+    "LinkSpec",
     "MetricsSpec",
     "RunSpec",
     "SchedulerSpec",
@@ -47,6 +48,23 @@ __all__ = [
 ]
 
 
+class LinkSpec(_Spec):
+    """The GPU-to-GPU link as the server's own all-reduce measures it, for tensor parallelism.
+
+    pagesim prices each of a layer's two all-reduces of the step's T x hidden activations as
+    ``2 (TP - 1) / TP x bytes / bus_bw + latency``: the ring formula by which NCCL's
+    ``all_reduce_perf`` (nccl-tests) reports its ``busbw``, so its figures go here as they are
+    printed: ``bus_bw_gbps`` the bus bandwidth at the sizes a step moves (megabytes), and
+    ``latency_us`` the time of a small all-reduce. Without ``hardware.link`` the GPU spec's link
+    bandwidth (NVLink, or PCIe on the RTX parts) and 10 us are used. ``source`` says where the
+    figures come from; the cost model's description repeats it.
+    """
+
+    bus_bw_gbps: float = Field(gt=0)
+    latency_us: float = Field(ge=0)
+    source: str = "hardware.link"
+
+
 class HardwareSpec(_Spec):
     """The model and the GPU(s) it is served on, and how big the KV pool is.
 
@@ -54,6 +72,7 @@ class HardwareSpec(_Spec):
     activation reserve, unless given directly as ``kv_budget_gib`` or
     ``kv_slots`` (the paper's Table 1 budgets). ``profile`` is a profile YAML path or
     a shipped profile name; None uses the analytic (roofline) profile of ``gpu``.
+    ``link`` is the server's measured all-reduce at tensor parallelism (:class:`LinkSpec`).
 
     OPT-13B on one A100-40GB: the paper's text gives 15.7K slots (``kv_slots: 15728``);
     its artifact's memory analyser (``cacheflow/models/memory_analyzer.py``) gave 998
@@ -70,6 +89,7 @@ class HardwareSpec(_Spec):
     kv_budget_gib: float | None = Field(default=None, gt=0)
     kv_slots: int | None = Field(default=None, ge=1)
     profile: str | None = None
+    link: LinkSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> HardwareSpec:

@@ -29,7 +29,11 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
     from pagesim.simulator.spec import run_spec_from_dict
 
     doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in vrun.settings.items()}
-    doc["hardware"] = {**doc.get("hardware", {}), "profile": cost.profile_for(vrun.name)}
+    doc["hardware"] = {
+        **doc.get("hardware", {}),
+        **cost.hardware.get(vrun.name, {}),
+        "profile": cost.profile_for(vrun.name),
+    }
     if cost.scheduler:
         doc["scheduler"] = {**doc.get("scheduler", {}), **cost.scheduler}
     doc["metrics"] = {**doc.get("metrics", {}), "every_step": every_step}

@@ -61,6 +61,9 @@ class CostModelChoice:
     #: scheduler settings it replays with instead of the run's (a variant's rule, e.g.
     #: ``{"async_scheduling": True}``)
     scheduler: dict[str, Any] = field(default_factory=dict)
+    #: per run, hardware settings it replays with instead of the run's (a variant's link,
+    #: e.g. ``{"link": {...}}``)
+    hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)

@@ -39,10 +39,17 @@ run replayed closed loop under the headline plus that serving path (cost model
 :data:`OTHER`, role ``held_out``; addendum 3), and each Llama-3.1-8B run under the path
 fitted on the same model's run on the other GPU (:data:`OTHER_GPU`, role ``held_out``;
 addendum 4).
+
+Post hoc (``vllm019_link_protocol.md``, written after all of the above had been seen): each
+TP > 1 run replayed with ``hardware.link`` set to the link figures of LLMServingSim's own
+config of the run (``config.json``: ``link_bw``, ``link_latency``; read from the data, not
+copied), on the headline (:data:`PEER_LINK`) and on addendum 3's transfer
+(:data:`OTHER_PEER_LINK`); role ``post_hoc``, never the headline.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -86,6 +93,10 @@ SERVED_SOURCES = ("cost", "serving")
 OTHER = "kernels+serving-other-model"
 #: the headline plus the serving path fitted on the same model's run on another GPU (addendum 4)
 OTHER_GPU = "kernels+serving-other-gpu"
+#: post hoc: the headline with the peer's link figures at TP > 1 (vllm019_link_protocol.md)
+PEER_LINK = "kernels+peer-link"
+#: post hoc: addendum 3's transfer with the same link (vllm019_link_protocol.md)
+OTHER_PEER_LINK = "kernels+serving-other-model+peer-link"
 
 
 def recognise(folder: Path) -> bool:
@@ -156,6 +167,10 @@ def read_runs(folder: Path) -> tuple[list[ValidationRun], list[str]]:
             },
             "max_model_len": int(engine.get("max_model_len") or 1 << 17),
         }
+        info = {"model_pool": model_pool, "profile": _profile_name(GPUS[gpu_dir], model, tp)}
+        link = peer_link(run_dir.parent / "config.json")
+        if link is not None:
+            info["peer_link"] = link
         runs.append(
             ValidationRun(
                 run=run,
@@ -164,7 +179,7 @@ def read_runs(folder: Path) -> tuple[list[ValidationRun], list[str]]:
                 settings=settings,
                 evidence=f"pool: {pool_note}",
                 trace=replay_trace(run, folder / dataset_path),
-                info={"model_pool": model_pool, "profile": _profile_name(GPUS[gpu_dir], model, tp)},
+                info=info,
             )
         )
     if not runs:
@@ -172,8 +187,39 @@ def read_runs(folder: Path) -> tuple[list[ValidationRun], list[str]]:
     return runs, skipped
 
 
+def peer_link(path: Path) -> dict | None:
+    """The link of LLMServingSim's cluster config of a run (``link_bw`` in GB/s,
+    ``link_latency`` in ns) as ``hardware.link``, or None where the file or a key is absent
+    (``vllm019_link_protocol.md``: pagesim's ring formula with the peer's two numbers)."""
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: not JSON ({e})") from e
+    bw, latency = doc.get("link_bw"), doc.get("link_latency")
+    if bw is None or latency is None:
+        return None
+    return {
+        "bus_bw_gbps": float(bw),
+        "latency_us": float(latency) / 1e3,
+        "source": f"LLMServingSim's config of this run, link_bw {bw:g} GB/s and link_latency "
+        f"{latency:g} ns",
+    }
+
+
+def _link_overrides(vruns: list[ValidationRun]) -> dict[str, dict]:
+    """Per TP > 1 run with the peer's link figures: its ``hardware.link``."""
+    return {
+        v.name: {"link": v.info["peer_link"]}
+        for v in vruns
+        if v.settings["hardware"]["tensor_parallel"] > 1 and "peer_link" in v.info
+    }
+
+
 def prepare(folder: Path, out_dir: Path) -> Study:
     vruns, skipped = read_runs(Path(folder))
+    links = _link_overrides(vruns)
     # each run's own GPU and model have their own imported profile
     study = Study(
         dataset=NAME,
@@ -208,6 +254,25 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 "default (scheduler rule 6; `experiments/validation/async_scheduling_protocol.md`, "
                 "written after the H100 page's TTFTs had been seen); never the headline, not "
                 "scored",
+            ),
+            *(
+                [
+                    CostModelChoice(
+                        PEER_LINK,
+                        vruns[0].info["profile"],
+                        per_run={v.name: v.info["profile"] for v in vruns},
+                        runs=frozenset(links),
+                        post_hoc=True,
+                        hardware=links,
+                        note="POST HOC: the headline with the TP all-reduces over the link of "
+                        "LLMServingSim's own config of the run (`hardware.link`; "
+                        "`experiments/validation/vllm019_link_protocol.md`, written after "
+                        "every replay above had been seen); TP > 1 runs only; never the "
+                        "headline, not scored",
+                    )
+                ]
+                if links
+                else []
             ),
             CostModelChoice(
                 RECORDED,
@@ -437,8 +502,29 @@ def _transfer_rows(study: Study, fits: dict, folder: Path) -> list[dict]:
                 headline=False,
             )
             partners[v.name] = other
+            if cost_model == OTHER:
+                rows += _other_peer_link_rows(study, v, saved)
         study.extra[key] = partners
     return rows
+
+
+def _other_peer_link_rows(study: Study, vrun: ValidationRun, saved: Path) -> list[dict]:
+    """Post hoc (``vllm019_link_protocol.md``): addendum 3's transfer replayed with the peer's
+    link, for a TP > 1 run that has it."""
+    from pagesim.experiments.validation.replay import replay
+
+    link = _link_overrides([vrun])
+    if not link:
+        return []
+    choice = CostModelChoice(OTHER_PEER_LINK, str(saved), post_hoc=True, hardware=link)
+    rep = replay(vrun, choice)
+    return vcsv.latency_rows(
+        rep.requests,
+        vrun.run.latencies(),
+        **{**run_ids(study, vrun), "role": choice.role(vrun)},
+        cost_model=OTHER_PEER_LINK,
+        headline=False,
+    )
 
 
 def _halves(vrun: ValidationRun, requests: pd.DataFrame, half: int):
@@ -596,6 +682,49 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _peer_link_lines(study: Study, table: pd.DataFrame) -> list[str]:
+    """The post hoc link variants of the TP > 1 runs (``vllm019_link_protocol.md``)."""
+    links = _link_overrides(study.runs)
+    if not links:
+        return []
+    lines = [
+        "",
+        "## The TP 2 run over the peer's link (post hoc)",
+        "",
+        "Written after every replay above had been seen "
+        "(`experiments/validation/vllm019_link_protocol.md`): a diagnostic, role `post_hoc`, "
+        "not scored. The imported layer profiles were timed on one GPU, so a TP > 1 run's "
+        "all-reduces are pagesim's ring formula over the GPU spec's link (PCIe on these "
+        "GPUs). Here the same formula takes instead the two link figures of LLMServingSim's own "
+        "config of the run (`hardware.link`): whether the peer measured them or chose them "
+        "to fit the run it does not say. Each run replayed closed loop, every request:",
+        "",
+        "| run | cost model | all-reduce link | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean "
+        "| TPOT mean | E2E mean |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    spec_link = "the GPU spec's"
+    for run, over in links.items():
+        peer = f"{over['link']['bus_bw_gbps']:g} GB/s, {over['link']['latency_us']:g} µs"
+        for cost, link in (
+            (study.headline.name, spec_link),
+            (PEER_LINK, peer),
+            (OTHER, spec_link),
+            (OTHER_PEER_LINK, peer),
+        ):
+            cells = [_cell(table, run, cost, m) for m in vcsv.METRICS]
+            cells += [_cell(table, run, cost, m, "mean") for m in vcsv.METRICS]
+            lines.append(f"| {run} | `{cost}` | {link} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"`{OTHER}` and `{OTHER_PEER_LINK}` add the serving path fitted on the first half of "
+        "the Llama-3.1-8B run of the same GPU (its host time; addendum 3 of "
+        "`vllm019_serving_protocol.md`). Neither variant is a held-out result: the link "
+        "figures come from a simulator configured for this very run.",
+    ]
+    return lines
+
+
 def _kv_series(vrun: ValidationRun, rep) -> pd.DataFrame:
     """The engine's 1 s series beside the replay's at the same times (both from the first
     arrival): requests running and waiting, and the KV pool in use (``real_pct`` NaN
@@ -720,6 +849,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     lines += _queue_lines(shown)
     lines += _separation_lines(study, table, _recorded(replays))
     lines += _serving_half_lines(study, table)
+    lines += _peer_link_lines(study, table)
     return lines
 
 

@@ -44,7 +44,7 @@ from pagesim.simulator.costmodel.spread import draw as spread_draw
 from pagesim.simulator.model_gpu_specs import GPUS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:
-    from pagesim.simulator.spec import HardwareSpec
+    from pagesim.simulator.spec import HardwareSpec, LinkSpec
 
 PROFILE_FILE_NAME = "profile.yaml"
 
@@ -86,7 +86,13 @@ def make_cost_model(
 ) -> CostModel | ServingCostModel:
     """The cost model of ``model`` on ``hardware.tensor_parallel`` x ``gpu`` under
     ``hardware.profile`` (with its serving path, when the profile has one)."""
-    return cost_model_for(hardware.profile, model, gpu, tensor_parallel=hardware.tensor_parallel)
+    return cost_model_for(
+        hardware.profile,
+        model,
+        gpu,
+        tensor_parallel=hardware.tensor_parallel,
+        link=hardware.link,
+    )
 
 
 def replicate_rng(seed: int, replicate: int) -> np.random.Generator:
@@ -103,12 +109,14 @@ def cost_model_for(
     with_serving: bool = True,
     spread: tuple[tuple[str, ...], np.random.Generator] | None = None,
     without_terms: tuple[str, ...] = (),
+    link: LinkSpec | None = None,
 ) -> CostModel | ServingCostModel:
     """:func:`make_cost_model` from its parts: ``profile_ref`` as ``hardware.profile``;
     ``with_serving`` False leaves out the profile's serving path (the kernels alone);
     ``spread`` (sources, generator) perturbs the profile by one replicate's draw
     (:mod:`.spread`); ``without_terms`` drops those optional terms of the profile (a
-    validation's "the profile as it was without them")."""
+    validation's "the profile as it was without them"); ``link`` (``hardware.link``) prices
+    the TP all-reduces over a measured link instead of the GPU spec's."""
     profile = resolve_profile(profile_ref, gpu)
     if profile_ref is None:
         parts = [f"analytic (roofline) profile of {gpu.name}"]
@@ -148,8 +156,9 @@ def cost_model_for(
             )
         else:
             parts.append(f"terms {missing} from the analytic profile of {gpu.name}")
+    over = _link_words(link)
     if tensor_parallel > 1 and not is_iteration:
-        parts.append(f"TP {tensor_parallel} with analytic NVLink all-reduces")
+        parts.append(f"TP {tensor_parallel} with analytic {over}")
     if spread is not None:
         drawn = spread_draw(profile, spread[0], spread[1])
         profile = spread_apply(profile, drawn)
@@ -163,8 +172,8 @@ def cost_model_for(
         parts.append(
             f"TP {tensor_parallel} (all-reduces inside the fitted steps)"
             if steps_hold_allreduce(profile)
-            else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic NVLink "
-            "all-reduces added"
+            else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic {over} "
+            "added"
         )
     kernels = (IterationCostModel if is_iteration else CostModel)(
         model,
@@ -172,7 +181,25 @@ def cost_model_for(
         profile,
         tensor_parallel=tensor_parallel,
         description="; ".join(parts),
+        **_link_args(link),
     )
     if profile.serving is None or not with_serving:
         return kernels
     return ServingCostModel(kernels, profile.serving)
+
+
+def _link_words(link: LinkSpec | None) -> str:
+    """How the description names the all-reduces (over the GPU spec's link, or ``link``)."""
+    if link is None:
+        return "NVLink all-reduces"
+    return (
+        f"all-reduces over hardware.link ({link.bus_bw_gbps:g} GB/s bus bandwidth, "
+        f"{link.latency_us:g} µs; {link.source})"
+    )
+
+
+def _link_args(link: LinkSpec | None) -> dict[str, float]:
+    """The cost model's link arguments (none: the GPU spec's link and the default latency)."""
+    if link is None:
+        return {}
+    return {"link_bw_bytes_s": link.bus_bw_gbps * 1e9, "allreduce_latency_s": link.latency_us * 1e-6}

@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from pagesim.simulator.costmodel import features as F
 from pagesim.simulator.costmodel.model import (
+    ALLREDUCE_LATENCY_S,
     CostModel,
     _Coefs,
     layer_gemm_shapes,
@@ -108,10 +109,26 @@ def step_features(model: ModelSpec, tensor_parallel: int, plan: BatchPlan) -> F.
 class IterationCostModel(CostModel):
     """Step durations from an iteration-level profile (module docstring)."""
 
-    def __init__(self, model, gpu, profile, *, tensor_parallel=1, description=""):
+    def __init__(
+        self,
+        model,
+        gpu,
+        profile,
+        *,
+        tensor_parallel=1,
+        description="",
+        link_bw_bytes_s=0.0,
+        allreduce_latency_s=ALLREDUCE_LATENCY_S,
+    ):
         self._iteration = {name: _Coefs.of(profile.term(name)) for name in ITERATION_TERMS}
         super().__init__(
-            model, gpu, profile, tensor_parallel=tensor_parallel, description=description
+            model,
+            gpu,
+            profile,
+            tensor_parallel=tensor_parallel,
+            description=description,
+            link_bw_bytes_s=link_bw_bytes_s,
+            allreduce_latency_s=allreduce_latency_s,
         )
         #: the steps were timed without communication: add the analytic all-reduces
         self._add_allreduce = tensor_parallel > 1 and not steps_hold_allreduce(profile)

@@ -33,7 +33,9 @@ launched and costs nothing. An empty plan costs 0 s.
 Tensor parallelism: heads and GEMM widths are sharded, and each layer adds two ring
 all-reduces of the T x h activations over NVLink, analytic (no profile term):
 ``2 (TP - 1) / TP x bytes / nvlink_bw + ALLREDUCE_LATENCY_S`` (NCCL's ring bus
-bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node).
+bandwidth; ~10 µs is NCCL's small-message all-reduce latency within a node). A server's
+measured link (``hardware.link``: nccl-tests' bus bandwidth and small-message time) replaces
+both (``link_bw_bytes_s``, ``allreduce_latency_s``).
 
 Speed: :meth:`CostModel.step_time_s` runs once per simulated step. The plan carries
 only totals (``BatchPlan``), so a step costs O(1) whatever its batch. The layer GEMM
@@ -114,9 +116,14 @@ class CostModel:
         *,
         tensor_parallel: int = 1,
         description: str = "",
+        link_bw_bytes_s: float = 0.0,
+        allreduce_latency_s: float = ALLREDUCE_LATENCY_S,
     ) -> None:
         tp = tensor_parallel
         self.model, self.gpu, self.profile, self.tensor_parallel = model, gpu, profile, tp
+        #: the all-reduce's bus bandwidth and latency (0: the GPU spec's link)
+        self.link_bw_bytes_s = link_bw_bytes_s or gpu.nvlink_bw_bytes_s
+        self.allreduce_latency_s = allreduce_latency_s
         self.description = description or f"{profile.kind} profile of {profile.gpu_name}"
         self._num_heads = model.num_heads // tp
         self._num_kv_heads = model.num_kv_heads_per_gpu(tp)  # raises ConfigError if TP does not fit
@@ -160,12 +167,13 @@ class CostModel:
         return t
 
     def allreduce_time_s(self, num_tokens: int) -> float:
-        """One ring all-reduce of ``num_tokens`` x hidden activations over NVLink (0 without TP)."""
+        """One ring all-reduce of ``num_tokens`` x hidden activations over the link (0 without
+        TP)."""
         tp = self.tensor_parallel
         if tp == 1:
             return 0.0
         num_bytes = num_tokens * self._allreduce_bytes_per_token
-        return 2 * (tp - 1) / tp * num_bytes / self.gpu.nvlink_bw_bytes_s + ALLREDUCE_LATENCY_S
+        return 2 * (tp - 1) / tp * num_bytes / self.link_bw_bytes_s + self.allreduce_latency_s
 
     def lm_head_time_s(self, num_seqs: int) -> float:
         """The LM head's GEMM over ``num_seqs`` rows (memoised per count)."""

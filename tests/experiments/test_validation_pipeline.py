@@ -414,6 +414,43 @@ def test_vllm019_a_serving_path_moves_to_another_gpu_for_the_same_model(v019):
         assert e2e.loc["p50", "error"] != pytest.approx(alone["p50"], abs=0.01)
 
 
+def test_vllm019_the_peer_link_variants_are_post_hoc_and_slow_the_tp2_run_only(v019):
+    """vllm019_link_protocol.md: the TP 2 run replayed with the peer's link figures (read
+    from its config.json: 16 GB/s, 20 us, slower than the GPU spec's 64 GB/s and 10 us), on
+    the headline and on addendum 3's transfer. Post hoc rows, never the headline; at TP 1
+    there is no all-reduce and no replay; every latency statistic grows."""
+    from pagesim.experiments.validation.vllm019 import OTHER, OTHER_PEER_LINK, PEER_LINK
+
+    _, (study, table, _, _) = v019
+    qwen = next(v for v in study.runs if v.name == "RTXPRO6000-Qwen3-32B")
+    link = qwen.info["peer_link"]
+    assert (link["bus_bw_gbps"], link["latency_us"]) == (16.0, 20.0)
+    for variant, base in ((PEER_LINK, "kernels"), (OTHER_PEER_LINK, OTHER)):
+        rows = table[table["cost_model"] == variant]
+        assert set(rows["run"]) == {qwen.name} and len(rows) == 9, variant
+        assert set(rows["role"]) == {"post_hoc"} and not rows["headline"].any()
+        before = table[(table["cost_model"] == base) & (table["run"] == qwen.name)]
+        joined = rows.merge(before, on=["metric", "stat"], suffixes=("", "_base"))
+        assert len(joined) == 9 and (joined["predicted_ms"] > joined["predicted_ms_base"]).all()
+
+
+def test_vllm019_peer_link_reads_the_config_or_says_why_not(tmp_path):
+    from pagesim.errors import DataError
+    from pagesim.experiments.validation.vllm019 import peer_link
+
+    path = tmp_path / "config.json"
+    assert peer_link(path) is None  # no file: no variant
+    path.write_text('{"link_bw": 16}')
+    assert peer_link(path) is None  # no latency: no variant
+    path.write_text('{"link_bw": 25, "link_latency": 5000}')
+    link = peer_link(path)
+    assert (link["bus_bw_gbps"], link["latency_us"]) == (25.0, 5.0)
+    assert "link_bw 25 GB/s" in link["source"]
+    path.write_text("{not json")
+    with pytest.raises(DataError, match="config.json: not JSON"):
+        peer_link(path)
+
+
 def test_docs_validation_vllm019_page_is_up_to_date(v019):
     _, (study, table, goals, replays) = v019
     assert (DOCS / "validation_vllm019.md").read_text() == page_text(

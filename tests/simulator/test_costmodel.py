@@ -216,6 +216,42 @@ def test_tensor_parallel_shards_work_and_adds_all_reduces():
     assert tp4.allreduce_time_s(16) == pytest.approx(ar + 10e-6)
 
 
+def test_a_measured_link_prices_the_all_reduces_and_is_named():
+    """hardware.link replaces the GPU spec's link and the 10 us latency in the ring formula
+    (nccl-tests' busbw convention), at TP > 1 only, and the description says so."""
+    from pagesim.simulator.costmodel.factory import make_cost_model
+
+    m, gpu = get_model("qwen3-32b"), get_gpu("rtx-pro-6000-server")
+    link = {"bus_bw_gbps": 16, "latency_us": 20, "source": "all_reduce_perf, 2 GPUs"}
+    spec = HardwareSpec(model="qwen3-32b", gpu=gpu.name, tensor_parallel=2, link=link)
+    measured = make_cost_model(spec, m, gpu)
+    default = make_cost_model(spec.model_copy(update={"link": None}), m, gpu)
+    num_bytes = 256 * m.hidden_size * 2
+    assert measured.allreduce_time_s(256) == pytest.approx(num_bytes / 16e9 + 20e-6)
+    assert default.allreduce_time_s(256) == pytest.approx(
+        num_bytes / gpu.nvlink_bw_bytes_s + 10e-6
+    )
+    plan = BatchPlan.from_lens(decode_context_lens=(500,) * 64)
+    extra = 2 * m.num_layers * (measured.allreduce_time_s(64) - default.allreduce_time_s(64))
+    assert measured.step_time_s(plan) - default.step_time_s(plan) == pytest.approx(extra)
+    assert "hardware.link (16 GB/s bus bandwidth, 20 µs; all_reduce_perf, 2 GPUs)" in (
+        measured.description
+    )
+    tp1 = spec.model_copy(update={"tensor_parallel": 1})
+    assert make_cost_model(tp1, m, gpu).allreduce_time_s(256) == 0.0
+
+
+@pytest.mark.parametrize(
+    "link, key",
+    [({"bus_bw_gbps": 0, "latency_us": 5}, "bus_bw_gbps"), ({"bus_bw_gbps": 50}, "latency_us")],
+)
+def test_a_bad_link_is_refused_naming_its_key(link, key):
+    from pagesim.simulator.spec import run_spec_from_dict
+
+    with pytest.raises(ConfigError, match=rf"exp.yaml: hardware\.link\.{key}"):
+        run_spec_from_dict({"hardware": {"link": link}}, "exp.yaml")
+
+
 def test_llama_gqa_reads_less_kv_than_mha():
     gpu = get_gpu("h100-sxm")
     prof = analytic_profile(gpu)
