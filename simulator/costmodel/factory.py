@@ -172,8 +172,7 @@ def cost_model_for(
         parts.append(
             f"TP {tensor_parallel} (all-reduces inside the fitted steps)"
             if steps_hold_allreduce(profile)
-            else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic {over} "
-            "added"
+            else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic {over} added"
         )
     kernels = (IterationCostModel if is_iteration else CostModel)(
         model,
@@ -202,4 +201,7 @@ def _link_args(link: LinkSpec | None) -> dict[str, float]:
     """The cost model's link arguments (none: the GPU spec's link and the default latency)."""
     if link is None:
         return {}
-    return {"link_bw_bytes_s": link.bus_bw_gbps * 1e9, "allreduce_latency_s": link.latency_us * 1e-6}
+    return {
+        "link_bw_bytes_s": link.bus_bw_gbps * 1e9,
+        "allreduce_latency_s": link.latency_us * 1e-6,
+    }

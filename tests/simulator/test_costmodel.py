@@ -228,9 +228,7 @@ def test_a_measured_link_prices_the_all_reduces_and_is_named():
     default = make_cost_model(spec.model_copy(update={"link": None}), m, gpu)
     num_bytes = 256 * m.hidden_size * 2
     assert measured.allreduce_time_s(256) == pytest.approx(num_bytes / 16e9 + 20e-6)
-    assert default.allreduce_time_s(256) == pytest.approx(
-        num_bytes / gpu.nvlink_bw_bytes_s + 10e-6
-    )
+    assert default.allreduce_time_s(256) == pytest.approx(num_bytes / gpu.nvlink_bw_bytes_s + 10e-6)
     plan = BatchPlan.from_lens(decode_context_lens=(500,) * 64)
     extra = 2 * m.num_layers * (measured.allreduce_time_s(64) - default.allreduce_time_s(64))
     assert measured.step_time_s(plan) - default.step_time_s(plan) == pytest.approx(extra)
