@@ -120,7 +120,10 @@ def _solve(feats, y, extras, is_memory) -> dict[str, float]:
     if feats["flops"].any():
         cols["s_per_flop"] = feats["flops"] * ~is_memory
     for name in extras:
-        if feats[name].any():
+        # a feature equal to one already in (a decode step's tokens are its sequences) is
+        # left out: two equal columns would split their coefficient by rounding noise, and
+        # which one the fit keeps would differ by machine
+        if feats[name].any() and not any(np.array_equal(feats[name], c) for c in cols.values()):
             cols[f"s_per_{name[:-1]}"] = feats[name]
     a = np.column_stack(list(cols.values())) / y[:, None]
     scale = np.linalg.norm(a, axis=0)
