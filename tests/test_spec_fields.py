@@ -57,7 +57,12 @@ DOCS = [
             "output": {"dist": "fixed", "mean": 16.0},
         },
         "arrivals": {"process": "poisson", "rate_req_s": 4.0},
-        "hardware": {"model": "llama-2-7b", "tensor_parallel": 2, "gpu_memory_utilization": 0.5},
+        "hardware": {
+            "model": "llama-2-7b",
+            "tensor_parallel": 2,
+            "gpu_memory_utilization": 0.5,
+            "link": {"bus_bw_gbps": 40.0, "latency_us": 15.0, "source": "a test"},
+        },
         "allocator": {"kind": "oracle"},
         "scheduler": {"kind": "static", "max_batch_size": 4},
         "metrics": {"sample_interval_s": 0.5},
