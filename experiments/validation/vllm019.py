@@ -439,8 +439,7 @@ def _transfer_lines(
         "|---|---|---|---|---|---|---|---|",
     ]
     for run, other in partners.items():
-        cells = [_cell(table, run, cost_model, m) for m in vcsv.METRICS]
-        cells += [_cell(table, run, cost_model, m, "mean") for m in vcsv.METRICS]
+        cells = _p50_mean_cells(table, run, cost_model)
         lines.append(
             f"| {run} | {other} (requests 1-{fits[other]['half']}) | " + " | ".join(cells) + " |"
         )
@@ -637,8 +636,7 @@ def _serving_half_lines(study: Study, table: pd.DataFrame) -> list[str]:
         for label, role in HALVES:
             before, after = f["errors"][label]
             name = _half_name(run, label)
-            loop = [_cell(table, name, SERVED, m) for m in vcsv.METRICS]
-            loop += [_cell(table, name, SERVED, m, "mean") for m in vcsv.METRICS]
+            loop = _p50_mean_cells(table, name, SERVED)
             lines.append(
                 f"| {run} | {label} | {role} | {before['requests']} | {pct(before['mean'])} | "
                 f"{pct(after['mean'])} | {pct(before['p50'])} | {pct(after['p50'])} | "
@@ -712,8 +710,7 @@ def _peer_link_lines(study: Study, table: pd.DataFrame) -> list[str]:
             (OTHER, spec_link),
             (OTHER_PEER_LINK, peer),
         ):
-            cells = [_cell(table, run, cost, m) for m in vcsv.METRICS]
-            cells += [_cell(table, run, cost, m, "mean") for m in vcsv.METRICS]
+            cells = _p50_mean_cells(table, run, cost)
             lines.append(f"| {run} | `{cost}` | {link} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -878,6 +875,11 @@ def _cell(table: pd.DataFrame, run: str, cost: str, metric: str, stat: str = "p5
         & (table["stat"] == stat)
     ]
     return pct(float(sub["error"].iloc[0])) if len(sub) else "—"
+
+
+def _p50_mean_cells(table: pd.DataFrame, run: str, cost: str) -> list[str]:
+    """A row's TTFT, TPOT and E2E p50 errors, then their means."""
+    return [_cell(table, run, cost, m, stat) for stat in ("p50", "mean") for m in vcsv.METRICS]
 
 
 def _separation_lines(study: Study, table: pd.DataFrame, recorded: dict) -> list[str]:
