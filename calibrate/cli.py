@@ -75,11 +75,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.set_defaults(func=_report)
     _register_import(sub)
+    _register_link(sub)
     _register_iterations(sub)
     _register_steps(sub)
     from pagesim.calibrate.serving_cli import register as register_fit_serving
 
     register_fit_serving(sub)
+
+
+def _register_link(sub: argparse._SubParsersAction) -> None:
+    link = sub.add_parser(
+        "link",
+        help="fit hardware.link (the TP all-reduce's bus bandwidth and latency) on an "
+        "nccl-tests all_reduce_perf log",
+        description=(
+            "Read the output of nccl-tests' all_reduce_perf run on your server's GPUs (e.g. "
+            "`all_reduce_perf -b 8K -e 256M -f 2 -g 2 > ar.log`), fit pagesim's all-reduce "
+            "(latency + ring factor x bytes / bus bandwidth) on its out-of-place times and "
+            "print the hardware.link block to paste, with each size's error. No GPU needed."
+        ),
+    )
+    link.add_argument("log", help="the saved output of all_reduce_perf")
+    # the defaults live in calibrate/nccl_link.py, which --help must not import (numpy)
+    link.add_argument(
+        "--min-bytes", type=int, default=None, help="smallest size fitted (default 8 KiB)"
+    )
+    link.add_argument(
+        "--max-bytes", type=int, default=None, help="largest size fitted (default 256 MiB)"
+    )
+    link.add_argument("--source", default=None, help="what the block's source says")
+    link.set_defaults(func=_link)
+
+
+def _link(args: argparse.Namespace) -> int:
+    from pagesim.calibrate.nccl_link import fit_link
+
+    sizes = {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes}
+    fit = fit_link(
+        args.log, source=args.source, **{k: v for k, v in sizes.items() if v is not None}
+    )
+    print(fit.yaml_block())
+    print("\n".join(fit.report_lines()))
+    return 0
 
 
 def _register_steps(sub: argparse._SubParsersAction) -> None:

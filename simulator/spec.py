@@ -57,7 +57,8 @@ class LinkSpec(_Spec):
     printed: ``bus_bw_gbps`` the bus bandwidth at the sizes a step moves (megabytes), and
     ``latency_us`` the time of a small all-reduce. Without ``hardware.link`` the GPU spec's link
     bandwidth (NVLink, or PCIe on the RTX parts) and 10 us are used. ``source`` says where the
-    figures come from; the cost model's description repeats it.
+    figures come from; the cost model's description repeats it. ``pagesim calibrate link LOG``
+    fits both on an ``all_reduce_perf`` log and prints this block.
     """
 
     bus_bw_gbps: float = Field(gt=0)
