@@ -170,7 +170,9 @@ def cost_model_for(
         )
     if is_iteration and tensor_parallel > 1:
         parts.append(
-            f"TP {tensor_parallel} (all-reduces inside the fitted steps)"
+            f"TP {tensor_parallel} (all-reduces inside the fitted steps"
+            + ("; hardware.link not used" if link is not None else "")
+            + ")"
             if steps_hold_allreduce(profile)
             else f"TP {tensor_parallel}: the fitted steps hold no all-reduce, analytic {over} added"
         )

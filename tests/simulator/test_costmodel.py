@@ -237,6 +237,15 @@ def test_a_measured_link_prices_the_all_reduces_and_is_named():
     )
     tp1 = spec.model_copy(update={"tensor_parallel": 1})
     assert make_cost_model(tp1, m, gpu).allreduce_time_s(256) == 0.0
+    # whole steps that hold their all-reduces (Splitwise's) say the link goes unused
+    steps = HardwareSpec(
+        model="llama-2-70b", gpu="a100-80gb", tensor_parallel=2, profile="a100-80gb-splitwise"
+    )
+    a100 = get_gpu("a100-80gb")
+    with_link = steps.model_copy(update={"link": spec.link})
+    described = make_cost_model(with_link, get_model("llama-2-70b"), a100).description
+    assert "inside the fitted steps; hardware.link not used" in described
+    assert "not used" not in make_cost_model(steps, get_model("llama-2-70b"), a100).description
 
 
 @pytest.mark.parametrize(
