@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pagesim.calibrate.nnls import nnls
+from pagesim.calibrate.nnls import nnls_relative
 from pagesim.errors import DataError
 from pagesim.simulator.costmodel.profile import TERM_NAMES, Term
 from pagesim.simulator.costmodel.serving import RESIDUAL_QUANTILES
@@ -125,10 +125,7 @@ def _solve(feats, y, extras, is_memory) -> dict[str, float]:
         # which one the fit keeps would differ by machine
         if feats[name].any() and not any(np.array_equal(feats[name], c) for c in cols.values()):
             cols[f"s_per_{name[:-1]}"] = feats[name]
-    a = np.column_stack(list(cols.values())) / y[:, None]
-    scale = np.linalg.norm(a, axis=0)
-    scale[scale == 0] = 1.0
-    x = nnls(a / scale, np.ones_like(y)) / scale
+    x = nnls_relative(np.column_stack(list(cols.values())), y)
     return {name: float(v) for name, v in zip(cols, x, strict=True)}
 
 

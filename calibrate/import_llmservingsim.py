@@ -39,7 +39,7 @@ import pandas as pd
 from pagesim.calibrate import llmservingsim as L
 from pagesim.calibrate.external import Source, render_report, write_profile_folder
 from pagesim.calibrate.fit import HOLDOUT_FRACTION, TermFit, fit_all, fit_coefficients, predict
-from pagesim.calibrate.nnls import nnls
+from pagesim.calibrate.nnls import nnls_relative
 from pagesim.errors import ConfigError
 from pagesim.simulator.costmodel.model import NEEDED_TERMS
 from pagesim.simulator.costmodel.profile import Profile, Term
@@ -182,7 +182,7 @@ def fit_mixed(
 
     A mixed row's time T is predicted as P + D + X: P, D the shipped prefill and decode
     terms, X the form's term on the decodes' features; coefficients >= 0 by nonnegative
-    least squares on the relative error of T (:func:`pagesim.calibrate.nnls.nnls`).
+    least squares on the relative error of T (:func:`pagesim.calibrate.nnls.nnls_relative`).
     """
     if mixed.empty:
         return [], None
@@ -209,11 +209,11 @@ def fit_mixed(
         if name == "additive":
             coefs: dict[str, float] = {}
         elif name == "decode-scale":
-            (k,) = _nnls_relative(d_price[train, None], y[train], base[train])
+            (k,) = nnls_relative(d_price[train, None], y[train], base[train])
             coefs = {c: k * v for c, v in dec_coefs.items()}
         else:
             cols = np.column_stack([np.ones_like(y), feats["bytes"], feats["seqs"]])
-            c0, c_byte, c_seq = _nnls_relative(cols[train], y[train], base[train])
+            c0, c_byte, c_seq = nnls_relative(cols[train], y[train], base[train])
             coefs = {"const_s": c0, "s_per_byte": c_byte, "s_per_seq": c_seq}
         extra = predict(coefs, feats) if coefs else np.zeros_like(y)
         forms.append(
@@ -222,14 +222,6 @@ def fit_mixed(
             )
         )
     return forms, choose_mixed(forms)
-
-
-def _nnls_relative(cols: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """x >= 0 minimising sum(((base + cols x) / y - 1)^2)."""
-    a = cols / y[:, None]
-    scale = np.linalg.norm(a, axis=0)
-    scale[scale == 0] = 1.0
-    return nnls(a / scale, 1.0 - base / y) / scale
 
 
 def choose_mixed(forms: list[MixedForm]) -> MixedForm:

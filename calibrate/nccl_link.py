@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pagesim.calibrate.nnls import nnls
+from pagesim.calibrate.nnls import nnls_relative
 from pagesim.errors import DataError
 
 #: the default size range fitted (bytes): one 4,096-hidden bf16 token to 32K such tokens
@@ -109,7 +109,8 @@ def fit_link(
             "the fit needs at least 2 (widen --min-bytes/--max-bytes or the run's -b/-e)"
         )
     sizes, times = rows[keep, 0], rows[keep, 1]
-    ratio = rows[keep & (rows[:, 2] > 0), 3] / rows[keep & (rows[:, 2] > 0), 2]
+    moving = keep & (rows[:, 2] > 0)
+    ratio = rows[moving, 3] / rows[moving, 2]
     if not len(ratio):
         raise DataError(
             f"{path}: every algbw is 0 in the fitted sizes; cannot read the ring factor"
@@ -118,9 +119,7 @@ def fit_link(
     if factor <= 0:
         raise DataError(f"{path}: busbw is 0 where algbw is not; a one-GPU run has no link")
     # time = latency + slope x size, relative errors, both nonnegative
-    a = np.column_stack([np.ones_like(sizes), sizes]) / times[:, None]
-    scale = np.linalg.norm(a, axis=0)
-    latency_us, slope = nnls(a / scale, np.ones_like(times)) / scale
+    latency_us, slope = nnls_relative(np.column_stack([np.ones_like(sizes), sizes]), times)
     if slope <= 0:
         raise DataError(f"{path}: the times do not grow with size; no bandwidth to fit")
     bus_bw_gbps = factor / slope / 1e3  # B/us -> GB/s

@@ -40,3 +40,12 @@ def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarra
         x = s
         w = a.T @ (b - a @ x)
     return x
+
+
+def nnls_relative(cols: np.ndarray, y: np.ndarray, base: np.ndarray | float = 0.0) -> np.ndarray:
+    """x >= 0 minimising sum(((base + cols x) / y - 1)^2): least squares on relative errors,
+    so a small and a large time weigh the same (each column scaled to unit norm first)."""
+    a = cols / y[:, None]
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    return nnls(a / scale, 1.0 - base / y) / scale
