@@ -335,9 +335,7 @@ def main() -> int:
             beside = run_child(sys.executable, beside_doc, repeats, whole)
             this["ratio_beside"] = this["wall_s"] / beside["wall_s"]
             print(line(f"beside it, {json.dumps(beside_doc['scheduler'])}", beside), flush=True)
-            print(
-                f"    this case / beside it: {this['ratio_beside']:.2f}x the time", flush=True
-            )
+            print(f"    this case / beside it: {this['ratio_beside']:.2f}x the time", flush=True)
         if args.baseline:
             base = run_child(args.baseline, doc, repeats, whole)
             print(line("baseline", base), flush=True)

@@ -96,7 +96,9 @@ def parse_model(entry: str) -> tuple[ModelSpec, int]:
     model = get_model(name)
     degree = int(tp) if sep else 1
     if model.num_heads % degree or model.num_kv_heads_per_gpu(degree) < 1:
-        raise DataError(f"model entry {entry!r}: {model.num_heads} heads do not split {degree} ways")
+        raise DataError(
+            f"model entry {entry!r}: {model.num_heads} heads do not split {degree} ways"
+        )
     return model, degree
 
 
@@ -384,13 +386,13 @@ def fit_iterations(
     fits = fit_all(df, np.random.default_rng(seed))
     models = ", ".join(sorted(df["model"].unique()))
     compiled = set(table["attention"].astype(str)) == {"compiled"}
-    forward = "a PyTorch forward with its layer through torch.compile" if compiled else (
-        "a PyTorch forward"
+    forward = (
+        "a PyTorch forward with its layer through torch.compile"
+        if compiled
+        else ("a PyTorch forward")
     )
     tps = ", ".join(str(t) for t in sorted(df["tensor_parallel"].unique()))
-    shard = (
-        "" if tps == "1" else ", one GPU's shard, without the all-reduces the simulator adds"
-    )
+    shard = "" if tps == "1" else ", one GPU's shard, without the all-reduces the simulator adds"
     what = (
         f"whole steps of {models} at TP {tps} timed by benchmarks/gpu_iterations.py on this "
         f"GPU (CUDA-graph replays of {forward}: every layer, LM head, greedy pick; no host "

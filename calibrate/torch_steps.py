@@ -241,9 +241,7 @@ def run(args: argparse.Namespace, name: str = "calibrate steps") -> int:
         ) from None
     on_gpu = args.device == "cuda"
     if on_gpu and not torch.cuda.is_available():
-        raise ConfigError(
-            f"{name}: no CUDA GPU visible to PyTorch (--device cpu checks the code)"
-        )
+        raise ConfigError(f"{name}: no CUDA GPU visible to PyTorch (--device cpu checks the code)")
     if on_gpu:
         print(f"{name}: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
               f"CUDA {torch.version.cuda}", flush=True)  # fmt: skip
@@ -283,9 +281,7 @@ def run(args: argparse.Namespace, name: str = "calibrate steps") -> int:
                     attend = sdpa
                     if variant:  # plain SDPA: PyTorch picks FlashAttention for these shapes
                         shard.layer = shard._layer
-                        attend = functools.partial(
-                            plain_sdpa, torch, gqa=shard.nh != shard.nkv
-                        )
+                        attend = functools.partial(plain_sdpa, torch, gqa=shard.nh != shard.nkv)
                     if variant == "compiled":
                         shard.layer = torch.compile(shard._layer, dynamic=False)
                     timed, failures = _one(

@@ -290,7 +290,9 @@ def run_paper_suite(
     from pagesim.experiments.validate import load_experiment_points
 
     name_to_path = suite_experiments()
-    loaded = {name: load_experiment_points(path, quick=quick) for name, path in name_to_path.items()}
+    loaded = {
+        name: load_experiment_points(path, quick=quick) for name, path in name_to_path.items()
+    }
     specs = {name: spec for name, (spec, _) in loaded.items()}
     missing = missing_data(list(specs.values()))
     if missing:

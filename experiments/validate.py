@@ -226,7 +226,9 @@ def _check_override_values(base: dict[str, Any], overrides: dict[str, Any]) -> N
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
             where = "" if loc == dotted_path else f"{loc or 'the spec'}: "
-            raise ConfigError(f"{set_flags({dotted_path: value})}: {where}{error_text(err)}") from None
+            raise ConfigError(
+                f"{set_flags({dotted_path: value})}: {where}{error_text(err)}"
+            ) from None
 
 
 def load_experiment_points(

@@ -69,7 +69,9 @@ def integer_column(
     too_big = values > high
     if too_big.any():
         i = int(np.flatnonzero(too_big)[0])
-        raise DataError(f"{where(i)}: {column} must be at most {high:,}, got {shown(cells.iloc[i])}")
+        raise DataError(
+            f"{where(i)}: {column} must be at most {high:,}, got {shown(cells.iloc[i])}"
+        )
     return values.astype(np.int64)
 
 

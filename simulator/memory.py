@@ -189,14 +189,26 @@ class ProfiledPool:
             ("total memory", self.total_memory_bytes / GIB, self.total_memory_source),
             ("x gpu_memory_utilization", self.usable_bytes / GIB, "what vLLM may use"),
             ("weights", self.weight_bytes / GIB, "the model's parameters, fp16"),
-            ("largest layer transient", self.layer_transient_bytes / GIB,
-             "one decoder layer's live tensors over the profiling tokens"),
-            ("sampler transient", self.sampler_transient_bytes / GIB,
-             "the top-p/top-k sort over max_num_seqs x vocabulary, plus the last hidden states"),
-            ("peak (max_memory_allocated)", self.peak_bytes / GIB,
-             "weights + the larger transient"),
-            ("KV cache", (self.num_gpu_blocks * self.block_bytes) / GIB,
-             f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B"),
+            (
+                "largest layer transient",
+                self.layer_transient_bytes / GIB,
+                "one decoder layer's live tensors over the profiling tokens",
+            ),
+            (
+                "sampler transient",
+                self.sampler_transient_bytes / GIB,
+                "the top-p/top-k sort over max_num_seqs x vocabulary, plus the last hidden states",
+            ),
+            (
+                "peak (max_memory_allocated)",
+                self.peak_bytes / GIB,
+                "weights + the larger transient",
+            ),
+            (
+                "KV cache",
+                (self.num_gpu_blocks * self.block_bytes) / GIB,
+                f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B",
+            ),
         ]
 
 
@@ -234,9 +246,15 @@ def vllm_v02_pool(
     shape is modelled (the model this applies to); other architectures raise.
     """
     if model.arch != "opt":
-        raise ConfigError(f"vLLM v0.2's profiling pass is modelled for OPT models, not {model.name!r}")
+        raise ConfigError(
+            f"vLLM v0.2's profiling pass is modelled for OPT models, not {model.name!r}"
+        )
     total = CUDA_TOTAL_MEMORY_BYTES.get(gpu.name)
-    source = "as CUDA reports it (deviceQuery)" if total is not None else "the datasheet's (CUDA's figure unknown)"
+    source = (
+        "as CUDA reports it (deviceQuery)"
+        if total is not None
+        else "the datasheet's (CUDA's figure unknown)"
+    )
     total = total if total is not None else int(gpu.memory_bytes)
     dt = model.dtype_bytes
     h, f, v = model.hidden_size, model.ffn_size, model.vocab_size
@@ -285,10 +303,16 @@ class V1Pool:
             ("total memory (per GPU)", self.total_memory_bytes / GIB, self.total_memory_source),
             ("requested", self.requested_bytes / GIB, "ceil(total x gpu_memory_utilization)"),
             ("weights (per GPU)", self.weight_bytes / GIB, "the model's parameters / TP"),
-            ("activation peak", self.activation_bytes / GIB,
-             "a dummy forward of max_num_batched_tokens tokens, and the sampler over max_num_seqs"),
-            ("KV cache", self.num_gpu_blocks * self.block_bytes / GIB,
-             f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B (all layers, per GPU)"),
+            (
+                "activation peak",
+                self.activation_bytes / GIB,
+                "a dummy forward of max_num_batched_tokens tokens, and the sampler over max_num_seqs",
+            ),
+            (
+                "KV cache",
+                self.num_gpu_blocks * self.block_bytes / GIB,
+                f"{self.num_gpu_blocks:,} blocks of {self.block_bytes:,} B (all layers, per GPU)",
+            ),
         ]
 
 
@@ -320,7 +344,11 @@ def vllm_v1_pool(
     ``total_memory_bytes``: what CUDA reports, when the run recorded it."""
     tp = tensor_parallel
     total = int(total_memory_bytes) if total_memory_bytes else int(gpu.memory_bytes)
-    source = "as the run recorded it" if total_memory_bytes else "the GPU spec's (CUDA's figure not recorded)"
+    source = (
+        "as the run recorded it"
+        if total_memory_bytes
+        else "the GPU spec's (CUDA's figure not recorded)"
+    )
     requested = math.ceil(total * gpu_memory_utilization)
     weights = int(model.weight_bytes // tp)
     h, f, dt = model.hidden_size, model.ffn_size, model.dtype_bytes

@@ -45,6 +45,7 @@ from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import run_result
 from pagesim.simulator.vllm_metrics import vllm_summary
+from pagesim.simulator.vllm_releases import resolved_scheduler
 from pagesim.workloads.trace import Trace
 
 
@@ -97,7 +98,10 @@ def simulate(
             link=spec.hardware.link,
         )
     scheduler = SCHEDULERS[spec.scheduler.kind](
-        spec.scheduler, allocator, max_model_len=spec.max_model_len, rng=rng
+        resolved_scheduler(spec.scheduler, spec.server.vllm_version),
+        allocator,
+        max_model_len=spec.max_model_len,
+        rng=rng,
     )
     result = run_engine(
         trace,

@@ -8,7 +8,7 @@ checked against their registries by the layers that own them when a run is built
 
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 ``allocator.block_size``): ``workload``, ``arrivals``, ``hardware``, ``allocator``,
-``scheduler``, ``metrics``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
+``scheduler``, ``metrics``, ``server``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
 ``check_invariants``.
 
 Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
@@ -40,6 +40,7 @@ __all__ = [
     "MetricsSpec",
     "RunSpec",
     "SchedulerSpec",
+    "ServerSpec",
     "SloSpec",
     "SpreadSpec",
     "WorkloadSpec",
@@ -97,6 +98,28 @@ class HardwareSpec(_Spec):
         if self.kv_budget_gib is not None and self.kv_slots is not None:
             raise ValueError("give at most one of hardware.kv_budget_gib and hardware.kv_slots")
         return self
+
+
+class ServerSpec(_Spec):
+    """The serving engine's release (``simulator/vllm_releases.py``, docs/vllm_versions.md).
+
+    ``vllm_version`` (e.g. ``"0.23.0"``): the release's rules apply where pagesim models
+    them (its KV pool sizing, scheduler defaults and step rules); None keeps pagesim's
+    own defaults. A named release runs vLLM's V1 engine (``scheduler.kind: vllm-v1``)."""
+
+    vllm_version: str | None = None
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _check_version(cls, version: str | None) -> str | None:
+        if version is not None:
+            from pagesim.simulator.vllm_releases import check_modelled
+
+            try:
+                check_modelled(version)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("server.vllm_version: ")) from None
+        return version
 
 
 class SloSpec(_Spec):
@@ -190,6 +213,7 @@ class RunSpec(_Spec):
     allocator: AllocatorSpec = AllocatorSpec()
     scheduler: SchedulerSpec = SchedulerSpec()
     metrics: MetricsSpec = MetricsSpec()
+    server: ServerSpec = ServerSpec()
     seed: int = Field(default=0, ge=0)
     max_model_len: int = Field(default=2048, ge=1)
     max_sim_time_s: float | None = Field(default=None, gt=0)
@@ -201,6 +225,12 @@ class RunSpec(_Spec):
         reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
         if reason is not None:
             raise ValueError(reason)
+        if self.server.vllm_version is not None and self.scheduler.kind != "vllm-v1":
+            raise ValueError(
+                f"server.vllm_version {self.server.vllm_version!r} runs vLLM's V1 engine: "
+                f"scheduler.kind must be 'vllm-v1', got {self.scheduler.kind!r} (leave the "
+                "version out to run another scheduler)"
+            )
         if self.scheduler.long_prefill_token_threshold > self.max_model_len:
             raise ValueError(
                 f"scheduler.long_prefill_token_threshold "

@@ -27,9 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "pagesim", deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("pagesim", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pagesim")
 
 SHARED_ENV = "PAGESIM_TEST_SHARED_DATA"

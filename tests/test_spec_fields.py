@@ -111,6 +111,7 @@ DOCS = [
             "long_prefill_token_threshold": 256,
             "reserve_full_prompt": False,
         },
+        "server": {"vllm_version": "0.23.0"},
     },
     {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},

@@ -44,8 +44,10 @@ def assemble_trace(
     source_note: str = "",
     dropped: Mapping[str, int] | None = None,
     num_candidates: int | None = None,
+    user_id: np.ndarray | None = None,
 ) -> Trace:
-    """A validated Trace; ``prompt_len`` here excludes the shared prefix, which is prepended."""
+    """A validated Trace; ``prompt_len`` here excludes the shared prefix, which is prepended.
+    ``user_id``: each request's user, where the workload has users (the optional column)."""
     num = len(prompt_len)
     own = np.asarray(prompt_len, dtype=np.int64)
     if segments is None:
@@ -64,6 +66,8 @@ def assemble_trace(
             "segments": seg_col,
         }
     )
+    if user_id is not None:
+        table["user_id"] = np.asarray(user_id, dtype=np.int64)
     return Trace(
         table=table,
         name=name,

@@ -19,6 +19,14 @@ segments        object    the prompt's content as a tuple of ``(segment_id,
                           num_tokens)`` pairs
 ==============  ========  ==========================================================
 
+Optional columns (:data:`OPTIONAL_COLUMNS`), present only where the workload has them:
+
+==============  ========  ==========================================================
+user_id         int64     the user (conversation, session) a request belongs to,
+                          >= 0: what a router's sticky sessions and a multi-round
+                          workload's shared history key on
+==============  ========  ==========================================================
+
 Sharing is described by content identity, not flags: a shared system prompt or
 few-shot prefix is a segment id that many requests start with; a chat turn's prompt
 is the conversation's earlier segments plus the new message. Two requests share a
@@ -48,6 +56,9 @@ TRACE_COLUMNS = (
     "beam_width",
     "segments",
 )
+
+#: columns a trace may carry beside :data:`TRACE_COLUMNS` (module docstring)
+OPTIONAL_COLUMNS = ("user_id",)
 
 Segments = tuple[tuple[int, int], ...]
 
@@ -138,3 +149,10 @@ def validate_table(table: pd.DataFrame, name: str) -> None:
     ids = table["request_id"].to_numpy()
     if not np.array_equal(ids, np.arange(len(table))):
         raise DataError(f"trace {name!r}: request_id must be 0..N-1 in row order")
+    if "user_id" in table.columns:
+        users = table["user_id"].to_numpy()
+        if not np.issubdtype(users.dtype, np.integer):
+            raise DataError(f"trace {name!r}: column 'user_id' must be integer, got {users.dtype}")
+        if (users < 0).any():
+            bad = int(np.flatnonzero(users < 0)[0])
+            raise DataError(f"trace {name!r}: row {bad}: user_id must be >= 0, got {users[bad]}")

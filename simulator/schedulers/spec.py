@@ -52,9 +52,11 @@ class SchedulerSpec(_Spec):
     tokens one request computes in a step. ``reserve_full_prompt`` (v0.19's
     ``scheduler_reserve_full_isl``, default true) admits a request only if all its
     tokens fit the free blocks; false is v0.15.1, which asks only for its first chunk.
-    ``async_scheduling`` (vLLM's ``--async-scheduling``; default false here): the engine
+    ``async_scheduling`` (vLLM's ``--async-scheduling``): the engine
     schedules each step while the one before it runs, so a request that arrives while a
-    step runs joins the step after next (``schedulers/vllm_v1.py``, rule 6).
+    step runs joins the step after next (``schedulers/vllm_v1.py``, rule 6). None (the
+    default): the release's default where ``server.vllm_version`` names one (on from
+    v0.14.0, ``simulator/vllm_releases.py``), off where it names none.
     V1's own budget defaults are 2048 tokens and 256 requests on GPUs under 70 GiB
     and on A100s, 8192 and 1024 on larger ones (``vllm serve``).
     """
@@ -72,7 +74,7 @@ class SchedulerSpec(_Spec):
     max_paddings: int | None = Field(default=None, ge=0)
     long_prefill_token_threshold: int = Field(default=0, ge=0)
     reserve_full_prompt: bool = True
-    async_scheduling: bool = False
+    async_scheduling: bool | None = None
 
     @model_validator(mode="after")
     def _check_v1(self) -> SchedulerSpec:

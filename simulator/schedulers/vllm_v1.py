@@ -110,7 +110,8 @@ class VllmV1Scheduler(Scheduler):
         super()._init_state()
         self._threshold = self.spec.long_prefill_token_threshold
         self._reserve_full = self.spec.reserve_full_prompt
-        self._async = self.spec.async_scheduling
+        # None: the release's default, resolved by simulate() (simulator/vllm_releases.py)
+        self._async = bool(self.spec.async_scheduling)
         self._kv = cast(PagedV1Allocator, self.allocator)
         #: num_computed_tokens of the running groups that do not ride the clock (a rider
         #: has computed every token but its newest)

@@ -127,7 +127,10 @@ def test_bad_cells_in_vidur_tables(tmp_path, capsys, flag, writer, column, text,
     [
         (("empty",), "empty file"),
         (("header only",), "no rows after the header"),
-        (("cell", "prompt_time", "slow"), "line 4: prompt_time must be a finite number, got 'slow'"),
+        (
+            ("cell", "prompt_time", "slow"),
+            "line 4: prompt_time must be a finite number, got 'slow'",
+        ),
         (("cell", "batch_size", "1000000000000"), "line 4: batch_size must be at most 100,000"),
         (("cell", "tensor_parallel", "four"), "line 4: tensor_parallel must be an integer"),
     ],

@@ -112,9 +112,7 @@ def test_shipped_profile_name_and_packaged_table_keep_their_names(tmp_path, monk
     assert got.notes["cost_model_profile"].startswith("a100-80gb-vidur (")
 
 
-def test_a_table_prepared_in_the_data_folder_is_named_as_the_driver_names_it(
-    tmp_path, monkeypatch
-):
+def test_a_table_prepared_in_the_data_folder_is_named_as_the_driver_names_it(tmp_path, monkeypatch):
     """A table resolved by the workload's name from the driver's data folder: the worker
     reads it through ``workload.path`` (its copy), and the ``workload_table`` note still
     names it as the driver does (its file name in the data folder and its hash), where

@@ -181,5 +181,7 @@ def test_set_overrides_are_validated(tiny_doc, write_doc):
     with pytest.raises(ConfigError, match="--set allocator.bs: unknown key 'bs'"):
         load_experiment(path, overrides={"allocator.bs": 32})
     # a bad value is the flag's error, not the file's (issue #34)
-    with pytest.raises(ConfigError, match="--set allocator.block_size=big: Input should be a valid"):
+    with pytest.raises(
+        ConfigError, match="--set allocator.block_size=big: Input should be a valid"
+    ):
         load_experiment(path, overrides={"allocator.block_size": "big"})

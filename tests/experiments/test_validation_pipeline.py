@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from numtext import float_noise_diff
+from numtext import float_noise_diff, page_diff
 
 from pagesim.cli import main
 from pagesim.errors import ConfigError, DataError
@@ -203,8 +203,9 @@ def test_shipped_serving_profile_is_the_refit(real):
 
 def test_docs_validation_page_is_up_to_date(real):
     _, _, (study, table, goals, replays) = real
-    assert (DOCS / "validation.md").read_text() == page_text(study, table, goals, replays), (
-        "docs/validation.md is stale: run `pagesim validate-vllm --data "
+    diff = page_diff(page_text(study, table, goals, replays), (DOCS / "validation.md").read_text())
+    assert diff is None, (
+        f"docs/validation.md is stale ({diff}): run `pagesim validate-vllm --data "
         "../shared/data/distserve_vllm_opt13b --out OUT --docs docs/validation.md`"
     )
     assert (DOCS / f"validation_{distserve.NAME}.png").is_file()
@@ -458,10 +459,11 @@ def test_vllm019_peer_link_reads_the_config_or_says_why_not(tmp_path):
 
 def test_docs_validation_vllm019_page_is_up_to_date(v019):
     _, (study, table, goals, replays) = v019
-    assert (DOCS / "validation_vllm019.md").read_text() == page_text(
-        study, table, goals, replays
-    ), (
-        "docs/validation_vllm019.md is stale: run `pagesim validate-vllm --data "
+    diff = page_diff(
+        page_text(study, table, goals, replays), (DOCS / "validation_vllm019.md").read_text()
+    )
+    assert diff is None, (
+        f"docs/validation_vllm019.md is stale ({diff}): run `pagesim validate-vllm --data "
         "../shared/data/llmservingsim_vllm019 --out OUT --docs docs/validation_vllm019.md`"
     )
 
@@ -637,7 +639,9 @@ def test_intervals_hold_out_a_group_of_runs_together():
 
     raw, measured = [], []
     for run, real in (("a1", 10.0), ("a2", 13.0), ("b1", 10.2), ("c1", 10.4), ("d1", 10.6)):
-        raw.append({"run": run, "metric": "e2e", "stat": "mean", "raw_lo_ms": 9.0, "raw_hi_ms": 11.0})
+        raw.append(
+            {"run": run, "metric": "e2e", "stat": "mean", "raw_lo_ms": 9.0, "raw_hi_ms": 11.0}
+        )
         measured.append({"run": run, "metric": "e2e", "stat": "mean", "measured_ms": real,
                          "rate": 1.0})  # fmt: skip
     raw, measured = pd.DataFrame(raw), pd.DataFrame(measured)
@@ -662,8 +666,11 @@ def test_intervals_hold_out_a_group_of_runs_together():
 
 def test_docs_validation_h100_page_is_up_to_date(h100):
     _, (study, table, goals, replays) = h100
-    assert (DOCS / "validation_h100.md").read_text() == page_text(study, table, goals, replays), (
-        "docs/validation_h100.md is stale: run `pagesim validate-vllm --data "
+    diff = page_diff(
+        page_text(study, table, goals, replays), (DOCS / "validation_h100.md").read_text()
+    )
+    assert diff is None, (
+        f"docs/validation_h100.md is stale ({diff}): run `pagesim validate-vllm --data "
         "../shared/data/inference_sim_h100_v0151 --out OUT --docs docs/validation_h100.md`"
     )
 

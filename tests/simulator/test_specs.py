@@ -6,6 +6,7 @@ import pytest
 
 from pagesim.errors import ConfigError
 from pagesim.simulator.model_gpu_specs import GPUS, MODELS, get_gpu, get_model
+from pagesim.simulator.spec import run_spec_from_dict
 
 
 def test_opt_13b_kv_is_800_kib_per_token():
@@ -120,3 +121,22 @@ def test_unknown_names_list_the_known_ones():
         get_model("opt-14b")
     with pytest.raises(ConfigError, match=r"unknown GPU 'v100'.*a100-40gb"):
         get_gpu("v100")
+
+
+def test_a_named_vllm_release_sets_its_scheduler_defaults_and_needs_v1():
+    from pagesim.simulator.vllm_releases import parse_version, resolved_scheduler
+
+    v1 = {"scheduler": {"kind": "vllm-v1"}, "allocator": {"kind": "paged-v1"}}
+    spec = run_spec_from_dict({**v1, "server": {"vllm_version": "0.23.0"}})
+    assert resolved_scheduler(spec.scheduler, "0.23.0").async_scheduling is True
+    assert resolved_scheduler(spec.scheduler, "0.13.0").async_scheduling is False
+    assert resolved_scheduler(spec.scheduler, None).async_scheduling is False
+    told = spec.scheduler.model_copy(update={"async_scheduling": False})
+    assert resolved_scheduler(told, "0.23.0").async_scheduling is False
+    assert parse_version("0.15.1+cu128") == (0, 15, 1) and parse_version("v0.9") == (0, 9, 0)
+    with pytest.raises(ConfigError, match="server.vllm_version.*scheduler.kind must be 'vllm-v1'"):
+        run_spec_from_dict({"server": {"vllm_version": "0.23.0"}})
+    with pytest.raises(ConfigError, match="not a vLLM version"):
+        run_spec_from_dict({**v1, "server": {"vllm_version": "latest"}})
+    with pytest.raises(ConfigError, match="older than 0.8.0"):
+        run_spec_from_dict({**v1, "server": {"vllm_version": "0.4.2"}})
