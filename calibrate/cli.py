@@ -15,6 +15,7 @@ pagesim calibrate import --gpu rtx-4090 --llmservingsim BUNDLE [--tensor-paralle
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -184,7 +185,11 @@ def _register_iterations(sub: argparse._SubParsersAction) -> None:
             "The profile is labelled kind 'measured'."
         ),
     )
-    it.add_argument("table", help="the CSV benchmarks/gpu_iterations.py wrote")
+    it.add_argument(
+        "table",
+        nargs="+",
+        help="the CSV(s) benchmarks/gpu_iterations.py wrote (several: --per-layer)",
+    )
     it.add_argument("--gpu", required=True, help="GPU spec the table was timed on, e.g. h100-sxm")
     it.add_argument("--gpu-name", default=None, help="the device's own name, for the profile")
     it.add_argument("--out", required=True, help="folder for profile.yaml and report.md")
@@ -202,6 +207,12 @@ def _register_iterations(sub: argparse._SubParsersAction) -> None:
         help="of a table `calibrate steps --compile` wrote (each shape timed both ways): "
         "which forward's rows to fit",
     )
+    it.add_argument(
+        "--per-layer",
+        action="store_true",
+        help="pool every model's steps of the tables (each at its TP) and fit them per layer: "
+        "one profile for any dense model on this GPU (calibrate/per_layer_steps.py)",
+    )
     it.set_defaults(func=_iterations)
 
 
@@ -211,7 +222,16 @@ def _iterations(args: argparse.Namespace) -> int:
 
     from pagesim.calibrate.iterations import fit_iterations
 
-    path = Path(args.table)
+    if args.per_layer:
+        return _per_layer(args)
+    if len(args.table) > 1:
+        print(
+            "calibrate iterations: several tables are pooled with --per-layer only; "
+            f"got {len(args.table)}",
+            file=sys.stderr,
+        )
+        return 2
+    path = Path(args.table[0])
     argv = ["iterations", path.name, "--gpu", args.gpu]
     if args.gpu_name:
         argv += ["--gpu-name", args.gpu_name]
@@ -223,6 +243,29 @@ def _iterations(args: argparse.Namespace) -> int:
     profile, report = fit_iterations(
         path, args.gpu, Path(args.out), seed=args.seed, command=command, gpu_name=args.gpu_name,
         model=args.model, forward=args.forward,
+    )  # fmt: skip
+    print(f"profile: {profile}")
+    print(f"report: {report}")
+    return 0
+
+
+def _per_layer(args: argparse.Namespace) -> int:
+    import shlex
+    from pathlib import Path
+
+    from pagesim.calibrate.per_layer_steps import fit_per_layer
+
+    if args.model:
+        print("calibrate iterations: --per-layer pools every model; drop --model", file=sys.stderr)
+        return 2
+    paths = [Path(t) for t in args.table]
+    argv = ["iterations", *(f"{p.parent.name}/{p.name}" for p in paths), "--per-layer"]
+    argv += ["--gpu", args.gpu] + (["--gpu-name", args.gpu_name] if args.gpu_name else [])
+    argv += ["--forward", args.forward] if args.forward else []
+    command = "pagesim calibrate " + shlex.join(argv) + f" --seed {args.seed} --out OUT"
+    profile, report = fit_per_layer(
+        paths, args.gpu, Path(args.out), seed=args.seed, command=command,
+        gpu_name=args.gpu_name, forward=args.forward,
     )  # fmt: skip
     print(f"profile: {profile}")
     print(f"report: {report}")

@@ -27,6 +27,11 @@ the features (per-GPU shards); the all-reduces are inside the measured time, so 
 added, unless the profile says its steps hold none (``allreduce_in_steps: no`` in its
 ``software``: whole steps timed on one GPU by ``calibrate/iterations.py``); then two analytic
 NVLink all-reduces per layer are added at TP > 1, as the operator-level model adds them.
+
+A profile fitted on several models' steps per layer (``iteration_scale: per_layer`` in its
+``software``, ``calibrate/per_layer_steps.py``) holds one layer's constant, per-sequence and
+per-token costs: they are multiplied by the priced model's layer count
+(:func:`per_layer_coefs`), so one such profile prices any dense model on its GPU.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ from pagesim.simulator.model_gpu_specs import ModelSpec
 from pagesim.simulator.plan import BatchPlan
 
 ITERATION_TERMS = ("prefill_iteration", "decode_iteration")
+#: ``Profile.software`` key of a profile fitted on several models' steps per layer
+#: (``calibrate/per_layer_steps.py``): its constant, per-sequence and per-token (and
+#: per-block) coefficients are one layer's, multiplied here by the model's layer count
+ITERATION_SCALE_KEY = "iteration_scale"
+PER_LAYER = "per_layer"
 #: ``Profile.software`` key of a profile whose steps were timed on one GPU without the
 #: all-reduces (``calibrate/iterations.py``): at TP > 1 they are added, analytic, per layer
 ALLREDUCE_KEY = "allreduce_in_steps"
@@ -54,6 +64,26 @@ def steps_hold_allreduce(profile) -> bool:
     """Whether an iteration-level profile's fitted steps include the TP all-reduces
     (Splitwise's do; pagesim's one-GPU timings say ``allreduce_in_steps: no``)."""
     return str(profile.software.get(ALLREDUCE_KEY, "yes")).lower() != "no"
+
+
+def is_per_layer(profile) -> bool:
+    """Whether an iteration-level profile's coefficients are one layer's
+    (:data:`ITERATION_SCALE_KEY`)."""
+    return str(profile.software.get(ITERATION_SCALE_KEY, "per_step")) == PER_LAYER
+
+
+def per_layer_coefs(coefs: _Coefs, num_layers: int) -> _Coefs:
+    """One layer's coefficients as a whole model's: ``L x (c + max(a B / L, b F / L) + d S
+    + e T)`` = ``c L + max(a B, b F) + d L S + e L T``, so the constant and the per-sequence,
+    per-token and per-block costs scale and the roofline ones stay."""
+    return _Coefs(
+        coefs.const_s * num_layers,
+        coefs.s_per_byte,
+        coefs.s_per_flop,
+        coefs.s_per_block * num_layers,
+        coefs.s_per_seq * num_layers,
+        coefs.s_per_token * num_layers,
+    )
 
 
 def is_iteration_level(terms) -> bool:
@@ -121,6 +151,10 @@ class IterationCostModel(CostModel):
         allreduce_latency_s=ALLREDUCE_LATENCY_S,
     ):
         self._iteration = {name: _Coefs.of(profile.term(name)) for name in ITERATION_TERMS}
+        if is_per_layer(profile):
+            self._iteration = {
+                name: per_layer_coefs(c, model.num_layers) for name, c in self._iteration.items()
+            }
         super().__init__(
             model,
             gpu,
