@@ -59,6 +59,7 @@ def simulate(
     recorded step times of :mod:`.costmodel.recorded`)."""
     from pagesim.allocators import make_allocator
     from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
+    from pagesim.simulator.costmodel.release import with_release_rules
     from pagesim.simulator.memory import kv_pool
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.workloads import build_trace
@@ -97,6 +98,8 @@ def simulate(
             spread=(tuple(spec.spread.sources), replicate_rng(spec.seed, spec.spread.replicate)),
             link=spec.hardware.link,
         )
+    if override is None:
+        cost_model = with_release_rules(cost_model, spec)
     scheduler = SCHEDULERS[spec.scheduler.kind](
         resolved_scheduler(spec.scheduler, spec.server.vllm_version),
         allocator,

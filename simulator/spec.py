@@ -105,9 +105,17 @@ class ServerSpec(_Spec):
 
     ``vllm_version`` (e.g. ``"0.23.0"``): the release's rules apply where pagesim models
     them (its KV pool sizing, scheduler defaults and step rules); None keeps pagesim's
-    own defaults. A named release runs vLLM's V1 engine (``scheduler.kind: vllm-v1``)."""
+    own defaults. A named release runs vLLM's V1 engine (``scheduler.kind: vllm-v1``), and
+    its steps run as that release runs them (``simulator/costmodel/release.py``): CUDA graphs
+    (padding a step to the next captured size) unless ``enforce_eager`` (vLLM's
+    ``--enforce-eager``), and the host's time per step overlapping the GPU's under async
+    scheduling, added without it. ``host_profile`` (a shipped profile name or a path) is the
+    profile whose ``step_overhead`` is that host time; None: the step profile's own
+    ``step_overhead`` where its sum holds one, else none. Both need a version."""
 
     vllm_version: str | None = None
+    enforce_eager: bool = False
+    host_profile: str | None = None
 
     @field_validator("vllm_version")
     @classmethod
@@ -120,6 +128,19 @@ class ServerSpec(_Spec):
             except ConfigError as exc:
                 raise ValueError(str(exc).removeprefix("server.vllm_version: ")) from None
         return version
+
+    @model_validator(mode="after")
+    def _check_needs_version(self) -> ServerSpec:
+        for key, is_set in (
+            ("enforce_eager", self.enforce_eager),
+            ("host_profile", self.host_profile is not None),
+        ):
+            if is_set and self.vllm_version is None:
+                raise ValueError(
+                    f"server.{key} is a rule of a named vLLM release's steps: give "
+                    "server.vllm_version too"
+                )
+        return self
 
 
 class SloSpec(_Spec):

@@ -70,3 +70,17 @@ def resolved_scheduler(scheduler, version_text: str | None):
     if scheduler.async_scheduling is None:
         update["async_scheduling"] = bool(defaults.get("async_scheduling", False))
     return scheduler.model_copy(update=update) if update else scheduler
+
+
+#: CUDA-graph sizes (vLLM's ``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``, the
+#: V1 default since the engine compiles its models): 1, 2, 4, the multiples of 8 below 256,
+#: then the multiples of 16 from 256 up to ``min(2 x max_num_seqs, 512)``, none above
+#: ``max_num_batched_tokens``
+MAX_CAPTURE_SIZE = 512
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
+    """The token counts a V1 server captures CUDA graphs for (ascending)."""
+    largest = min(2 * max_num_seqs, MAX_CAPTURE_SIZE)
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)]
+    return tuple(s for s in sizes if s <= min(largest, max_num_batched_tokens))

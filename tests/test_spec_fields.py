@@ -111,7 +111,11 @@ DOCS = [
             "long_prefill_token_threshold": 256,
             "reserve_full_prompt": False,
         },
-        "server": {"vllm_version": "0.23.0"},
+        "server": {
+            "vllm_version": "0.23.0",
+            "enforce_eager": True,
+            "host_profile": "a100-80gb-vidur",
+        },
     },
     {
         "workload": {"name": "csv", "path": "TRACE", "num_requests": None},
