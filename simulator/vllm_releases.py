@@ -53,13 +53,22 @@ def check_modelled(text: str, *, key: str = "server.vllm_version") -> tuple[int,
 ASYNC_SCHEDULING_FROM = (0, 14, 0)
 
 
+#: admission asks for the request's whole length (``scheduler_reserve_full_isl``, default on;
+#: vLLM PR #37307, merged 2026-03-17): on in v0.19.0's ``vllm/v1/core/sched/scheduler.py``,
+#: absent from v0.15.1's; the releases between were not read and are taken as v0.15.1
+RESERVE_FULL_PROMPT_FROM = (0, 19, 0)
+
+
 def scheduler_defaults(version_text: str | None) -> dict[str, object]:
     """The scheduler settings a release runs with by default, as SchedulerSpec keys
     (empty without a version: pagesim's own defaults)."""
     if version_text is None:
         return {}
     version = parse_version(version_text)
-    return {"async_scheduling": version >= ASYNC_SCHEDULING_FROM}
+    return {
+        "async_scheduling": version >= ASYNC_SCHEDULING_FROM,
+        "reserve_full_prompt": version >= RESERVE_FULL_PROMPT_FROM,
+    }
 
 
 def resolved_scheduler(scheduler, version_text: str | None):
@@ -69,6 +78,8 @@ def resolved_scheduler(scheduler, version_text: str | None):
     update = {}
     if scheduler.async_scheduling is None:
         update["async_scheduling"] = bool(defaults.get("async_scheduling", False))
+    if scheduler.reserve_full_prompt is None:
+        update["reserve_full_prompt"] = bool(defaults.get("reserve_full_prompt", True))
     return scheduler.model_copy(update=update) if update else scheduler
 
 

@@ -50,8 +50,9 @@ class SchedulerSpec(_Spec):
     are computed in chunks; preemption recomputes (``preemption_mode`` ``auto`` or
     ``recompute``). ``long_prefill_token_threshold`` (V1's, default 0: off) caps the
     tokens one request computes in a step. ``reserve_full_prompt`` (v0.19's
-    ``scheduler_reserve_full_isl``, default true) admits a request only if all its
-    tokens fit the free blocks; false is v0.15.1, which asks only for its first chunk.
+    ``scheduler_reserve_full_isl``) admits a request only if all its tokens fit the free
+    blocks; false is v0.15.1, which asks only for its first chunk; None (the default): the
+    release's rule where ``server.vllm_version`` names one (on from v0.19.0), on without one.
     ``async_scheduling`` (vLLM's ``--async-scheduling``): the engine
     schedules each step while the one before it runs, so a request that arrives while a
     step runs joins the step after next (``schedulers/vllm_v1.py``, rule 6). None (the
@@ -73,7 +74,7 @@ class SchedulerSpec(_Spec):
     prefill_padding: bool = False
     max_paddings: int | None = Field(default=None, ge=0)
     long_prefill_token_threshold: int = Field(default=0, ge=0)
-    reserve_full_prompt: bool = True
+    reserve_full_prompt: bool | None = None
     async_scheduling: bool | None = None
 
     @model_validator(mode="after")
@@ -81,7 +82,7 @@ class SchedulerSpec(_Spec):
         # a value other than the default (a dumped spec carries the defaults too)
         for key, is_set in (
             ("long_prefill_token_threshold", self.long_prefill_token_threshold != 0),
-            ("reserve_full_prompt", not self.reserve_full_prompt),
+            ("reserve_full_prompt", self.reserve_full_prompt is False),
             ("async_scheduling", self.async_scheduling),
         ):
             if is_set and self.kind != "vllm-v1":

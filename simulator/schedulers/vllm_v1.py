@@ -109,7 +109,7 @@ class VllmV1Scheduler(Scheduler):
     def _init_state(self) -> None:
         super()._init_state()
         self._threshold = self.spec.long_prefill_token_threshold
-        self._reserve_full = self.spec.reserve_full_prompt
+        self._reserve_full = self.spec.reserve_full_prompt is not False
         # None: the release's default, resolved by simulate() (simulator/vllm_releases.py)
         self._async = bool(self.spec.async_scheduling)
         self._kv = cast(PagedV1Allocator, self.allocator)

@@ -264,7 +264,8 @@ def test_spec_keys_belong_to_vllm_v1_and_paged_v1():
     doc = {"scheduler": {"kind": "vllm-v1"}, "allocator": {"kind": "paged-v1"}}
     spec = run_spec_from_dict(doc)
     assert spec.allocator.prefix_caching is True  # V1 caches unless told not to
-    assert spec.scheduler.reserve_full_prompt and spec.scheduler.long_prefill_token_threshold == 0
+    assert spec.scheduler.reserve_full_prompt is None  # the release's rule; on without one
+    assert spec.scheduler.long_prefill_token_threshold == 0
     off = run_spec_from_dict({**doc, "allocator": {"kind": "paged-v1", "prefix_caching": False}})
     assert off.allocator.prefix_caching is False
     assert run_spec_from_dict({}).allocator.prefix_caching is False  # paged: vLLM v0's default

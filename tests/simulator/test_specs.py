@@ -131,6 +131,9 @@ def test_a_named_vllm_release_sets_its_scheduler_defaults_and_needs_v1():
     assert resolved_scheduler(spec.scheduler, "0.23.0").async_scheduling is True
     assert resolved_scheduler(spec.scheduler, "0.13.0").async_scheduling is False
     assert resolved_scheduler(spec.scheduler, None).async_scheduling is False
+    assert resolved_scheduler(spec.scheduler, "0.23.0").reserve_full_prompt is True
+    assert resolved_scheduler(spec.scheduler, "0.15.1").reserve_full_prompt is False
+    assert resolved_scheduler(spec.scheduler, None).reserve_full_prompt is True
     told = spec.scheduler.model_copy(update={"async_scheduling": False})
     assert resolved_scheduler(told, "0.23.0").async_scheduling is False
     assert parse_version("0.15.1+cu128") == (0, 15, 1) and parse_version("v0.9") == (0, 9, 0)
