@@ -20,6 +20,8 @@ DATASETS = {
     "llmservingsim_vllm019": "pagesim.experiments.validation.vllm019",
     "inference_sim_h100_v0151": "pagesim.experiments.validation.h100",
     "vllm_bench_runs": "pagesim.experiments.validation.own_runs",
+    # every dataset of a shipped manifest (manifests/*.yaml): reader + manifest, no module
+    "manifest": "pagesim.experiments.validation.generic",
 }
 
 

@@ -36,6 +36,10 @@ def replay(vrun: ValidationRun, cost: CostModelChoice, *, every_step: bool = Tru
     }
     if cost.scheduler:
         doc["scheduler"] = {**doc.get("scheduler", {}), **cost.scheduler}
+    if cost.settings:
+        from pagesim.experiments.paths import apply_overrides
+
+        doc = apply_overrides(doc, dict(cost.settings))
     doc["metrics"] = {**doc.get("metrics", {}), "every_step": every_step}
     spec = run_spec_from_dict(doc, f"{vrun.run.dataset} {vrun.name} replay")
     model = cost.make(vrun) if cost.make is not None else None

@@ -64,6 +64,11 @@ class CostModelChoice:
     #: per run, hardware settings it replays with instead of the run's (a variant's link,
     #: e.g. ``{"link": {...}}``)
     hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: RunSpec settings (dotted paths) it replays every run with, over the run's own
+    #: (a manifest variant's: ``server.host_profile``, ``hardware.kv_slots``, ...)
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: runs something of this cost model was fitted on: their rows' role is ``fit``
+    fit_runs: frozenset[str] = frozenset()
 
     def profile_for(self, run: str) -> str | None:
         return self.per_run.get(run, self.profile)
@@ -73,7 +78,9 @@ class CostModelChoice:
 
     def role(self, vrun: ValidationRun) -> str:
         """The role of this cost model's rows for ``vrun`` (vcsv.ROLES)."""
-        return "post_hoc" if self.post_hoc else vrun.role
+        if self.post_hoc:
+            return "post_hoc"
+        return "fit" if vrun.name in self.fit_runs else vrun.role
 
 
 @dataclass
