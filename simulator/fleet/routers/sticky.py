@@ -1,7 +1,8 @@
 """Sticky: session affinity by the trace's ``user_id``. A user's first request goes where
 the fallback router (``cluster.sticky_fallback``, round-robin by default) sends it; every
-later request of that user goes to the same replica. Requests without a user
-(``user_id`` -1) are routed by the fallback.
+later request of that user goes to the same replica. A request without a user (a
+negative ``user_id`` in the router's column; a validated Trace has none, its ``user_id``
+being >= 0 on every row) is routed by the fallback.
 
 Source: llm-d-inference-scheduler's ``pkg/plugins/scorer/session_affinity.go``
 (``SessionAffinity``: the response sets a cookie naming the pod that served the
