@@ -173,6 +173,12 @@ class Engine:
         """A router hands the engine a request now: it joins the scheduler's waiting
         queue and the engine wakes if it idles."""
         self.scheduler.add(group)
+        self.notify()
+
+    def notify(self) -> None:
+        """Something outside the engine changed what its next step may do (a request
+        arrived, a disaggregated request's KV arrived or left): a decode span ends with
+        the step in flight (it counts as an arrival), and the engine wakes if it idles."""
         self.num_arrived += 1
         if self._wakeup is not None:
             self._wakeup.succeed()

@@ -41,9 +41,12 @@ def build_server(
     rng: np.random.Generator,
     cost_model=None,
     scheduler_class: type[Scheduler] | None = None,
+    pool_batched_tokens: int | None = None,
 ) -> Server:
     """The server ``spec`` describes on ``hardware`` (``scheduler_class`` in place of
-    ``scheduler.kind``'s, for a disaggregated stage)."""
+    ``scheduler.kind``'s, and ``pool_batched_tokens`` in place of
+    ``scheduler.max_num_batched_tokens`` for the activations the pool leaves room for,
+    for a disaggregated stage)."""
     from pagesim.allocators import make_allocator
     from pagesim.simulator.memory import kv_pool
     from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
@@ -51,7 +54,7 @@ def build_server(
     pool = kv_pool(
         hardware,
         swap_space_gib=spec.allocator.swap_space_gib,
-        max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
+        max_num_batched_tokens=pool_batched_tokens or spec.scheduler.max_num_batched_tokens,
         max_num_seqs=spec.scheduler.max_num_seqs,
     )
     allocator = make_allocator(

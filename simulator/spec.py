@@ -228,6 +228,12 @@ class RunSpec(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:
+        if self.disaggregation is not None and self.allocator.kind != "paged":
+            raise ValueError(
+                "disaggregation moves a request's KV blocks from a prefill instance's paged "
+                f"pool to a decode instance's: allocator.kind must be 'paged', got "
+                f"{self.allocator.kind!r}"
+            )
         reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
         if reason is not None:
             raise ValueError(reason)
