@@ -108,7 +108,6 @@ def make_router(
     trace's ``user_id`` column where it has one."""
     table = trace.table
     user_ids = table["user_id"].to_numpy(dtype=np.int64) if "user_id" in table.columns else None
-    fallback = None
-    if cluster.router == "sticky":
-        fallback = ROUTERS[cluster.sticky_fallback](num_replicas, rng=rng, user_ids=user_ids)
+    # built whatever the router (only sticky uses it): its name is checked either way
+    fallback = ROUTERS[cluster.sticky_fallback](num_replicas, rng=rng, user_ids=user_ids)
     return ROUTERS[cluster.router](num_replicas, rng=rng, user_ids=user_ids, fallback=fallback)
