@@ -378,6 +378,12 @@ class KVAllocator(ABC):
             transfers.num_copied_blocks,
         )
 
+    def cached_prefix_tokens(self, req: AllocRequest) -> int:
+        """Leading prompt tokens of ``req`` whose KV this pool's prefix cache holds now (whole
+        blocks, at most ``num_tokens - 1``), looked up without changing anything: what a
+        prefix-aware router asks each replica. 0 for an allocator without a prefix cache."""
+        return 0
+
     @property
     def prefix_cache(self) -> PrefixCacheCounters:
         return PrefixCacheCounters()

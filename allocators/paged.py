@@ -240,6 +240,23 @@ class PagedAllocator(LockstepTables):
         bs = self._block_size
         return min(len(pinned), length // bs, (req.num_tokens - 1) // bs) * bs
 
+    def cached_prefix_tokens(self, req: AllocRequest) -> int:
+        """Leading prompt blocks of ``req`` found by content key in the pool (held or
+        evictable), short of its last token, or its pinned tokens (``KVAllocator``)."""
+        if self._pinned_ids:
+            return self.num_pinned_tokens(req)
+        if not self.gpu.is_caching:
+            return 0
+        bs = self._block_size
+        keys = prompt_block_keys(req.segments, req.prompt_len, bs)
+        lookup = self.gpu.lookup
+        num_hits = 0
+        for key in keys[: (req.num_tokens - 1) // bs]:
+            if lookup(key) is None:
+                break
+            num_hits += 1
+        return num_hits * bs
+
     def block_table(self, seq_id: int) -> tuple[int, ...]:
         """The GPU (or, while swapped, CPU) block ids of a sequence, in order."""
         self._known(seq_id, "block_table")

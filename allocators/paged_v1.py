@@ -157,6 +157,22 @@ class PagedV1Allocator(V1Tables):
         :meth:`admit` reuse the look-up while no block has gained or lost a key."""
         return len(self._look_up(req)[4]) * self._block_size
 
+    def cached_prefix_tokens(self, req: AllocRequest) -> int:
+        """:meth:`find_cached` without keeping the look-up (``KVAllocator``: a router asks
+        for requests this allocator has not seen)."""
+        pool = self.pool
+        if not pool.is_caching:
+            return 0
+        check_request(req)
+        bs = self._block_size
+        keys = ContentKeys(req.segments, req.prompt_len, own_segment_id(req.group_id), bs)
+        num_hits = 0
+        for i in range((req.num_tokens - 1) // bs):
+            if pool.lookup(keys.upto(i + 1)[i]) is None:
+                break
+            num_hits += 1
+        return num_hits * bs
+
     def _look_up(self, req: AllocRequest) -> tuple[int, int, int, ContentKeys, list[BoxedId]]:
         probe = self._probe
         group_id = req.group_id

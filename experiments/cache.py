@@ -89,6 +89,10 @@ def remove_dead_tmp(folder: Path) -> int:
     return removed
 
 
+#: a fleet's run: one row per replica (``RunResult.replicas``), kept beside its summary
+REPLICAS_TABLE = "replicas.csv.gz"
+
+
 def write_table(frame: pd.DataFrame, path: Path) -> None:
     """A DataFrame as gzip CSV with deterministic bytes."""
     frame.to_csv(path, index=False, compression=GZIP_OPTIONS, float_format=FLOAT_FORMAT)
@@ -128,6 +132,8 @@ class RunCache:
             if tables:
                 write_table(result.requests, tmp / "requests.csv.gz")
                 write_table(result.timeseries, tmp / "timeseries.csv.gz")
+            if getattr(result, "replicas", None) is not None:
+                write_table(result.replicas, tmp / REPLICAS_TABLE)
             try:
                 tmp.rename(final)
             except OSError:

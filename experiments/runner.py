@@ -8,6 +8,8 @@ everything in ``out_dir`` from the cache:
 
     results.csv            one row per point (see aggregate.py), deterministic bytes
     wall_times.csv         sim_wall_s per run (not deterministic, so kept apart)
+    replicas.csv           a fleet's runs (cluster.replicas > 1 or disaggregation): one
+                           row per run and replica (``RunResult.replicas``)
     timeseries/<run>.csv.gz, requests/<run>.csv.gz   per run (``p003_seed0``),
                            hard links to the cached tables (stored once) where the
                            file system allows, else copies
@@ -49,7 +51,13 @@ import pandas as pd
 
 from pagesim.errors import PagesimError
 from pagesim.experiments.aggregate import WALL_COLUMN, results_table, with_interval_columns
-from pagesim.experiments.cache import RunCache, canonical_json, remove_dead_tmp, run_key
+from pagesim.experiments.cache import (
+    REPLICAS_TABLE,
+    RunCache,
+    canonical_json,
+    remove_dead_tmp,
+    run_key,
+)
 from pagesim.experiments.executors import RunFailed, Say, Simulate, execute
 from pagesim.experiments.inputs import FileHasher
 from pagesim.experiments.outdir import Manifest, OutLock, make_out_dir, remove_if_empty
@@ -297,8 +305,34 @@ def _one_line(problems: list[str]) -> str:
     return problems[0] + more
 
 
+#: a fleet's per-replica rows, one file for the experiment (results.csv keeps a row per run)
+REPLICAS_CSV = "replicas.csv"
+
+
+def _has_fleet(runs: list[_Run]) -> bool:
+    return any(run.spec.cluster.replicas > 1 or run.spec.disaggregation is not None for run in runs)
+
+
+def _replica_rows(runs: list[_Run], cache: RunCache) -> pd.DataFrame:
+    """Every fleet run's per-replica rows (``RunResult.replicas``), each led by its point,
+    label and seed, in the runs' order."""
+    frames = []
+    for run in runs:
+        path = cache.folder(run.key) / REPLICAS_TABLE
+        if not path.is_file():
+            continue
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        frame.insert(0, "seed", run.seed)
+        frame.insert(0, "label", run.point.label)
+        frame.insert(0, "point", run.point.point_id)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _planned_outputs(spec: ExperimentSpec, runs: list[_Run], vllm_json: bool = False) -> list[str]:
     names = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
+    if _has_fleet(runs):
+        names.append(REPLICAS_CSV)
     if vllm_json:
         names += [f"{VLLM_JSON_DIR}/{run.run_id}.json" for run in runs if run.keeps_tables]
     names += [
@@ -424,6 +458,9 @@ def _write_outputs(
     write_csv(results, out_dir / "results.csv")
     write_csv(pd.DataFrame(wall_rows), out_dir / "wall_times.csv")
     written = ["results.csv", "wall_times.csv", "experiment.json", "summary.md"]
+    if _has_fleet(runs):
+        write_csv(_replica_rows(runs, cache), out_dir / REPLICAS_CSV)
+        written.append(REPLICAS_CSV)
     written += _place_run_tables(runs, cache, out_dir)
     if vllm_json:
         written += _write_vllm_json(runs, cache, out_dir)

@@ -19,6 +19,15 @@ URGENT priority and steps with NORMAL, so requests arriving at time t are in the
 waiting queue before a step that ends (and the next one that is scheduled) at t. At
 t = 0 the arrivals process starts first, so a burst at 0 is all in the first step.
 
+Fed by a router (``simulator/fleet``): an engine built without ``groups`` has no arrivals
+process; a router hands it each request with :meth:`Engine.push` (add + wake), and the
+engine reads when the next request may reach it, and whether any more will, from the
+:class:`ArrivalFeed` it shares with the router (``feed``). A router that does not know in
+advance which replica a request goes to sets the feed's ``next_arrival_s`` to the
+fleet's next arrival, which bounds every replica's: a replica then finishes without
+yielding only the steps that end before any request arrives anywhere, so a request
+routed at time t sees every replica as the one-step-at-a-time loop would leave it at t.
+
 A run ends when every request has arrived and ended (finished or rejected), or at
 ``max_sim_time_s``: the step in flight is then abandoned and the requests still
 queued or running are reported ``unfinished``.
@@ -62,17 +71,31 @@ from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.timeouts import UrgentTimeout, timeout_at
 
 
+class ArrivalFeed:
+    """What an engine knows of the requests still to reach it: when the next one may
+    (``next_arrival_s``, a lower bound; inf once none will) and whether none will
+    (``is_done``). An engine's own arrivals process keeps its feed; replicas behind a
+    router share the router's."""
+
+    __slots__ = ("is_done", "next_arrival_s")
+
+    def __init__(self) -> None:
+        self.next_arrival_s = math.inf
+        self.is_done = False
+
+
 class Engine:
     """One simulation: arrivals + engine processes over a scheduler and a cost model.
 
     ``groups`` yields requests in arrival order (made lazily, so memory grows with the
     requests in flight, not the trace); ``on_done`` receives every group that ends.
+    Without ``groups``, a router feeds the engine (:meth:`push`, ``feed``).
     """
 
     def __init__(
         self,
         env: simpy.Environment,
-        groups: Iterator[SequenceGroup],
+        groups: Iterator[SequenceGroup] | None,
         scheduler: Scheduler,
         step_time_s: Callable[..., float],
         recorder: StepRecorder,
@@ -82,6 +105,7 @@ class Engine:
         max_sim_time_s: float | None = None,
         check_invariants: bool = False,
         arrival_delay_s: float = 0.0,
+        feed: ArrivalFeed | None = None,
     ):
         self.env = env
         #: how long after its arrival a request reaches the scheduler (a serving path's
@@ -96,10 +120,9 @@ class Engine:
         self.on_done = on_done
         self.check = check_invariants
         self.limit_s = math.inf if max_sim_time_s is None else max_sim_time_s
-        self.is_arrivals_done = False
         self.num_arrived = 0
-        #: when the arrivals process adds the next request (inf once all have arrived)
-        self.next_arrival_s = math.inf
+        #: when the next request may arrive, and whether any will (a router's, if fed)
+        self.feed = ArrivalFeed() if feed is None else feed
         #: end of the last completed step or idle period (the run's end when it drains)
         self.last_event_s = 0.0
         self._wakeup: Event | None = None
@@ -113,18 +136,28 @@ class Engine:
             scheduler.allocator.append_all_measured,
             scheduler.allocator.append_all_copying,
         )
-        env.process(self._arrivals(groups))
+        if groups is not None:
+            env.process(self._arrivals(groups))
         self.process = env.process(self._loop())
+
+    @property
+    def is_arrivals_done(self) -> bool:
+        return self.feed.is_done
+
+    @property
+    def next_arrival_s(self) -> float:
+        return self.feed.next_arrival_s
 
     def _arrivals(self, groups: Iterator[SequenceGroup]):
         env, add = self.env, self.scheduler.add
+        feed = self.feed
         front = self.arrival_delay_s
         now = env.now
         for group in groups:
             at = group.arrival_s + front
             if at > now:
                 delay = at - now
-                self.next_arrival_s = now + delay
+                feed.next_arrival_s = now + delay
                 yield UrgentTimeout(env, delay)
                 now = env.now
             add(group)
@@ -132,8 +165,28 @@ class Engine:
             if self._wakeup is not None:
                 self._wakeup.succeed()
                 self._wakeup = None
-        self.is_arrivals_done = True
-        self.next_arrival_s = math.inf
+        feed.is_done = True
+        feed.next_arrival_s = math.inf
+        self.wake()
+
+    def push(self, group: SequenceGroup) -> None:
+        """A router hands the engine a request now: it joins the scheduler's waiting
+        queue and the engine wakes if it idles."""
+        self.scheduler.add(group)
+        self.notify()
+
+    def notify(self) -> None:
+        """Something outside the engine changed what its next step may do (a request
+        arrived, a disaggregated request's KV arrived or left): a decode span ends with
+        the step in flight (it counts as an arrival), and the engine wakes if it idles."""
+        self.num_arrived += 1
+        if self._wakeup is not None:
+            self._wakeup.succeed()
+            self._wakeup = None
+
+    def wake(self) -> None:
+        """Wake the engine if it idles (it then schedules again, or ends when its feed is
+        done and nothing is left)."""
         if self._wakeup is not None:
             self._wakeup.succeed()
             self._wakeup = None
@@ -141,6 +194,7 @@ class Engine:
     def _loop(self):
         env, sched, rec, step_time_s = self.env, self.scheduler, self.recorder, self.step_time_s
         alloc = sched.allocator
+        feed = self.feed
         t = env.now
         while True:
             step = sched.schedule(t)
@@ -155,10 +209,10 @@ class Engine:
                 alloc.check_invariants()
                 sched.check_invariants()
             if is_empty:
-                if self.is_arrivals_done and not step.has_work:
+                if feed.is_done and not step.has_work:
                     self.last_event_s = t
                     return
-                if self.is_arrivals_done:
+                if feed.is_done:
                     raise InvariantError(
                         f"{sched.kind} scheduler is stuck at t={t:.3f}s: "
                         f"{step.num_waiting} waiting, {step.num_running} running, "
@@ -172,7 +226,7 @@ class Engine:
                 continue
             duration_s = step_time_s(step.plan)
             end_s = t + duration_s
-            if end_s >= self.next_arrival_s or end_s >= self.limit_s:
+            if end_s >= feed.next_arrival_s or end_s >= self.limit_s:
                 yield timeout_at(env, end_s)
             sched.finish_step(step, end_s)
             self._collect_done()
@@ -210,7 +264,8 @@ class Engine:
         decode_time_s = self._decode_time_by_paged[is_paged]
         num_groups, queues, blocked = sched.steady_counts()
         num_arrived = self.num_arrived
-        horizon_s = min(self.next_arrival_s, self.limit_s)
+        feed = self.feed
+        horizon_s = min(feed.next_arrival_s, self.limit_s)
         check = self.check
         #: when the last step of the span started (``Scheduler.prev_step_start_s``)
         start_s = sched.prev_step_start_s
@@ -252,7 +307,7 @@ class Engine:
                         sched.tick_run(ends)
                         ends = []
                     yield timeout_at(env, end_s)
-                    horizon_s = min(self.next_arrival_s, self.limit_s)
+                    horizon_s = min(feed.next_arrival_s, self.limit_s)
                     # requests arrive only while SimPy runs other processes
                     arrived = self.num_arrived != num_arrived
                 ends.append(end_s)

@@ -74,6 +74,9 @@ class RunResult:
     #: Text about the run (``simulator.provenance``: why requests were dropped or
     #: rejected, where the step costs came from); results.csv shows it as columns.
     notes: dict[str, str] = field(default_factory=dict)
+    #: a fleet's run: one row per replica (``simulator/fleet/results.py``); None for one
+    #: server
+    replicas: pd.DataFrame | None = None
 
     def summary_row(self) -> dict[str, float]:
         return {k: self.summary[k] for k in METRIC_COLUMNS}

@@ -40,12 +40,10 @@ from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.request_log import RequestLog
 from pagesim.simulator.result import RunResult
-from pagesim.simulator.schedulers import SCHEDULERS
 from pagesim.simulator.schedulers.base import Scheduler
 from pagesim.simulator.spec import RunSpec
 from pagesim.simulator.summary import run_result
 from pagesim.simulator.vllm_metrics import vllm_summary
-from pagesim.simulator.vllm_releases import resolved_scheduler
 from pagesim.workloads.trace import Trace
 
 
@@ -57,54 +55,21 @@ def simulate(
     ``step_time_s``, ``decode_time_fn`` and ``description`` (and ``bind_clock(env)``,
     called with the engine's clock before the replay, where it reads the time: the
     recorded step times of :mod:`.costmodel.recorded`)."""
-    from pagesim.allocators import make_allocator
-    from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
-    from pagesim.simulator.costmodel.release import with_release_rules
-    from pagesim.simulator.memory import kv_pool
-    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
-    from pagesim.workloads import build_trace
-    from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
+    from pagesim.simulator.server import build_server
 
     wall_start = time.perf_counter()
+    if not spec.cluster.is_single or spec.disaggregation is not None:
+        from pagesim.simulator.fleet.run import simulate_fleet
+
+        return simulate_fleet(spec, trace=trace, progress=progress, cost_model=cost_model)
     rng = np.random.default_rng(spec.seed)
-    table_note = {}
-    if trace is None:
-        trace = build_trace(spec.workload, spec.arrivals, max_model_len=spec.max_model_len, rng=rng)
-        table_note = workload_table_notes(spec.workload, trace)
-    pool = kv_pool(
-        spec.hardware,
-        swap_space_gib=spec.allocator.swap_space_gib,
-        max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
-        max_num_seqs=spec.scheduler.max_num_seqs,
-    )
-    allocator = make_allocator(
-        spec.allocator,
-        capacity_slots=pool.capacity_slots,
-        cpu_capacity_slots=pool.cpu_capacity_slots,
-        max_model_len=spec.max_model_len,
-        shared_prefix=(SHARED_PREFIX_SEGMENT_ID, spec.workload.shared_prefix_len),
-    )
-    override = cost_model
-    if override is None and (spec.spread is None or spec.spread.sources == ["seeds"]):
-        cost_model = make_cost_model(
-            spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
-        )
-    elif override is None:
-        cost_model = cost_model_for(
-            spec.hardware.profile,
-            get_model(spec.hardware.model),
-            get_gpu(spec.hardware.gpu),
-            tensor_parallel=spec.hardware.tensor_parallel,
-            spread=(tuple(spec.spread.sources), replicate_rng(spec.seed, spec.spread.replicate)),
-            link=spec.hardware.link,
-        )
-    if override is None:
-        cost_model = with_release_rules(cost_model, spec)
-    scheduler = SCHEDULERS[spec.scheduler.kind](
-        resolved_scheduler(spec.scheduler, spec.server.vllm_version),
-        allocator,
-        max_model_len=spec.max_model_len,
-        rng=rng,
+    trace, table_note = trace_of(spec, trace, rng)
+    server = build_server(spec, spec.hardware, rng=rng, cost_model=cost_model)
+    pool, allocator, cost_model, scheduler = (
+        server.pool,
+        server.allocator,
+        server.cost_model,
+        server.scheduler,
     )
     result = run_engine(
         trace,
@@ -137,12 +102,28 @@ def simulate(
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
-    if override is None:
-        result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
-    else:
-        result.notes["cost_model_description"] = cost_model.description
+    result.notes.update(cost_notes(spec, cost_model, is_given=server.is_given_cost_model))
     result.notes.update(table_note)
     return result
+
+
+def trace_of(spec: RunSpec, trace: Trace | None, rng: np.random.Generator) -> tuple[Trace, dict]:
+    """The run's trace (``trace`` if given, else the spec's workload built with ``rng``)
+    and the note on the table a table workload read."""
+    from pagesim.workloads import build_trace
+
+    if trace is not None:
+        return trace, {}
+    trace = build_trace(spec.workload, spec.arrivals, max_model_len=spec.max_model_len, rng=rng)
+    return trace, workload_table_notes(spec.workload, trace)
+
+
+def cost_notes(spec: RunSpec, cost_model, *, is_given: bool) -> dict[str, str]:
+    """What the step costs rest on (``simulator.provenance``), or the description of a
+    cost model the caller gave."""
+    if is_given:
+        return {"cost_model_description": cost_model.description}
+    return step_cost_notes(cost_model, spec.hardware.profile)
 
 
 def run_engine(
@@ -266,11 +247,16 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def _groups(trace: Trace, start: int = 0) -> Iterator[SequenceGroup]:
-    """The trace's requests from row ``start`` on, as fresh groups, one at a time.
+    """The trace's requests from row ``start`` on, as fresh groups, one at a time."""
+    return groups_of(trace.table.iloc[start:])
+
+
+def groups_of(t) -> Iterator[SequenceGroup]:
+    """A trace table's requests (``t``: the table or some of its rows), as fresh groups,
+    one at a time.
 
     A group keeps its row's segments tuple itself (shared with the trace, not copied:
     a burst puts every request in the waiting queue at once)."""
-    t = trace.table.iloc[start:]
     cols = zip(
         t["request_id"].tolist(),
         t["arrival_s"].tolist(),

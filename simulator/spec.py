@@ -8,7 +8,8 @@ checked against their registries by the layers that own them when a run is built
 
 Sections (each a field of RunSpec, and a prefix for sweeps, e.g.
 ``allocator.block_size``): ``workload``, ``arrivals``, ``hardware``, ``allocator``,
-``scheduler``, ``metrics``, ``server``, plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
+``scheduler``, ``metrics``, ``server``, ``cluster`` and ``disaggregation`` (a fleet:
+``simulator/fleet/spec.py``), plus ``seed``, ``max_model_len``, ``max_sim_time_s``,
 ``check_invariants``.
 
 Plug-in names (``scheduler.kind``, ``allocator.kind``, ``allocator.placement``) are
@@ -26,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pagesim.allocators.spec import AllocatorSpec
 from pagesim.errors import ConfigError
+from pagesim.simulator.fleet.spec import ClusterSpec, DisaggregationSpec
 from pagesim.simulator.schedulers.spec import SchedulerSpec
 from pagesim.specbase import StrictSpec as _Spec
 from pagesim.specbase import format_validation_error
@@ -34,6 +36,8 @@ from pagesim.workloads.spec import ArrivalSpec, LengthDist, WorkloadSpec
 __all__ = [
     "AllocatorSpec",
     "ArrivalSpec",
+    "ClusterSpec",
+    "DisaggregationSpec",
     "HardwareSpec",
     "LengthDist",
     "LinkSpec",
@@ -240,9 +244,17 @@ class RunSpec(_Spec):
     max_sim_time_s: float | None = Field(default=None, gt=0)
     check_invariants: bool = False
     spread: SpreadSpec | None = None
+    cluster: ClusterSpec = ClusterSpec()
+    disaggregation: DisaggregationSpec | None = None
 
     @model_validator(mode="after")
     def _check(self) -> RunSpec:
+        if self.disaggregation is not None and self.allocator.kind != "paged":
+            raise ValueError(
+                "disaggregation moves a request's KV blocks from a prefill instance's paged "
+                f"pool to a decode instance's: allocator.kind must be 'paged', got "
+                f"{self.allocator.kind!r}"
+            )
         reason = pairing_problem(self.scheduler.kind, self.allocator.kind)
         if reason is not None:
             raise ValueError(reason)

@@ -93,6 +93,23 @@ DOCS = [
         "scheduler": {"kind": "orca", "admission": "artifact", "max_num_batched_tokens": 2560},
     },
     {
+        "workload": {"name": "sharegpt", "num_requests": 20},
+        "arrivals": {"process": "poisson", "rate_req_s": 4.0},
+        "hardware": {"kv_slots": 4096},
+        "cluster": {"replicas": 2, "router": "least-kv", "sticky_fallback": "random"},
+    },
+    {
+        "workload": {"name": "sharegpt", "num_requests": 20},
+        "arrivals": {"process": "poisson", "rate_req_s": 4.0},
+        "hardware": {"kv_slots": 4096},
+        "disaggregation": {
+            "prefill": {"tp": 1, "instances": 1, "max_batch_size": 64},
+            "decode": {"tp": 1, "instances": 2, "max_tokens_per_batch": 4096},
+            "link": {"bus_bw_gbps": 50.0, "latency_us": 5.0, "source": "test"},
+            "waiting_block_prop_threshold": 0.1,
+        },
+    },
+    {
         "workload": {"name": "sharegpt", "num_requests": 30, "n": 2},
         "arrivals": {"process": "poisson", "rate_req_s": 4.0},
         "hardware": {"kv_slots": 4096},

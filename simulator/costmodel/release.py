@@ -128,8 +128,9 @@ class ReleaseSteps:
         return time_s
 
 
-def with_release_rules(cost_model, spec) -> ReleaseSteps | object:
-    """``cost_model`` under the rules of ``spec.server.vllm_version`` (unchanged without one)."""
+def with_release_rules(cost_model, spec, hardware=None) -> ReleaseSteps | object:
+    """``cost_model`` under the rules of ``spec.server.vllm_version`` (unchanged without one);
+    ``hardware``: the server's (a fleet stage's), default the spec's."""
     from pagesim.simulator.vllm_releases import cudagraph_capture_sizes, resolved_scheduler
 
     server = spec.server
@@ -143,7 +144,7 @@ def with_release_rules(cost_model, spec) -> ReleaseSteps | object:
     )
     host, source = None, ""
     if server.host_profile is not None:
-        host, source = _host_of(server.host_profile, cost_model, spec)
+        host, source = _host_of(server.host_profile, cost_model, hardware or spec.hardware)
     return ReleaseSteps(
         cost_model,
         capture_sizes=sizes,
@@ -153,7 +154,7 @@ def with_release_rules(cost_model, spec) -> ReleaseSteps | object:
     )
 
 
-def _host_of(reference: str, cost_model, spec) -> tuple[HostTime, str]:
+def _host_of(reference: str, cost_model, hardware) -> tuple[HostTime, str]:
     """The ``step_overhead`` of the profile ``reference`` for the run's model and GPU."""
     from pagesim.simulator.costmodel.factory import cost_model_for, resolve_profile
 
@@ -161,7 +162,7 @@ def _host_of(reference: str, cost_model, spec) -> tuple[HostTime, str]:
         reference,
         cost_model.model,
         cost_model.gpu,
-        tensor_parallel=spec.hardware.tensor_parallel,
+        tensor_parallel=hardware.tensor_parallel,
         with_serving=False,
     )
     if "step_overhead" not in resolve_profile(reference, cost_model.gpu).terms:
