@@ -75,8 +75,10 @@ US_PER_S = 1e6
 
 
 def recognises(path: Path) -> bool:
-    """A folder holding ``trace.yaml``, or that file itself."""
-    return (path.is_dir() and (path / HEADER).is_file()) or (path.is_file() and path.name == HEADER)
+    """A folder holding ``trace.yaml``, or that file, or a ``trace.csv[.gz]`` beside it."""
+    folder = path if path.is_dir() else path.parent
+    named = path.is_dir() or path.name in (HEADER, *DATA_FILES)
+    return named and (folder / HEADER).is_file()
 
 
 def _header(path: Path) -> dict[str, Any]:
@@ -203,10 +205,11 @@ def _table(
 def read_blis_trace(
     path: str | Path, root: str | Path | None = None, dataset: str = "blis-trace"
 ) -> MeasuredRun:
-    """One BLIS trace v3 run (module docstring): ``path`` is its folder or its
-    ``trace.yaml``; ``root``, the data folder its name is relative to."""
+    """One BLIS trace v3 run (module docstring): ``path`` is its folder, its
+    ``trace.yaml`` or its ``trace.csv[.gz]``; ``root``, the data folder its name is
+    relative to."""
     path = Path(path)
-    folder = path.parent if path.name == HEADER and path.is_file() else path
+    folder = path.parent if path.name in (HEADER, *DATA_FILES) and path.is_file() else path
     header_path = folder / HEADER
     if not header_path.is_file():
         raise DataError(f"{folder}: no {HEADER} (a BLIS trace run folder)")
@@ -240,7 +243,7 @@ def read_blis_trace(
         span = float(table["arrival_s"].iloc[-1])
         rate = (len(table) - 1) / span if span > 0 else float("inf")
         meta["rate"] = "measured from the send times (the path names no <N>rps)"
-    rate = check_rate(rate, f"{folder}: the run's rate ({meta['rate']})")
+    rate = check_rate(rate, f"{folder}: the run's rate ({meta['rate']}),")
     return MeasuredRun(
         name=name,
         dataset=dataset,

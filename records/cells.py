@@ -237,11 +237,11 @@ def load_json(
 
 
 def check_rate(rate: Any, source: str) -> float:
-    """A stated request rate: a number above 0 and at most :data:`MAX_RATE_REQ_S`."""
+    """A stated request rate: a number above 0 and at most :data:`MAX_RATE_REQ_S`;
+    ``source`` names it (``"result.json: request_rate"``)."""
     ok = isinstance(rate, int | float) and not isinstance(rate, bool)
     if not ok or not 0 < float(rate) <= MAX_RATE_REQ_S:
         raise DataError(
-            f"{source}: request rate {rate!r} must be a number above 0 and at most "
-            f"{MAX_RATE_REQ_S:,.0f} req/s"
+            f"{source} {rate!r} must be a number above 0 and at most {MAX_RATE_REQ_S:,.0f} req/s"
         )
     return float(rate)

@@ -162,7 +162,6 @@ def read_distserve_exp(path: str | Path, dataset: str = "distserve_pd_opt13b") -
     where = lambda i: f"{path}: line 1, request {i + 1}"  # noqa: E731
     for key in ("issue_time", "first_token_time", "complete_time"):
         clock_column(df[key], key, where)
-    _check_derived(df, path)
     summary = _summary(rest, path)
     if len(df) != declared or summary.get("num_requests", len(df)) != len(df):
         raise DataError(
@@ -173,9 +172,10 @@ def read_distserve_exp(path: str | Path, dataset: str = "distserve_pd_opt13b") -
                "complete_time": "finish_s"}  # fmt: skip
     table = check_records(
         df[list(REQUEST_KEYS[:5])].rename(columns=renamed),
-        f"{path}: line 1 (rows: requests)",
+        f"{path}: line 1 (a row is a request)",
         fields={new: old for old, new in renamed.items()},
     )
+    _check_derived(df, path)
     meta: dict[str, Any] = {"setup": setup, "num_requests_named": declared, "summary": summary}
     return MeasuredRun(
         name=path.stem,

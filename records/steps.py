@@ -203,6 +203,13 @@ def read_step_parquet(path: str | Path) -> StepTable:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise DataError(f"{where(i)}: experiment_id must be a name, got {experiment.iloc[i]!r}")
+    numeric = [*COUNTS, "batch.scheduled_tokens", "kv.usage_gpu_ratio", "cycle_time_us"]
+    for col in numeric:
+        if df[col].dtype.kind not in "iuf":
+            raise DataError(
+                f"{where(0)}: {col} holds {df[col].dtype} cells (e.g. {df[col].iloc[0]!r}), "
+                "not numbers"
+            )
     out: dict[str, Any] = {"experiment": experiment.to_numpy(dtype=object)}
     for col, name in COUNTS.items():
         high = MAX_NS if col.startswith("step.ts") or col == "step.id" else MAX_TOKENS

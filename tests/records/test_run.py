@@ -13,7 +13,7 @@ import pytest
 from pagesim.errors import DataError
 from pagesim.records.bench_json import read_vllm_bench_json
 from pagesim.records.distserve_csv import read_distserve_csv
-from pagesim.records.run import check_records
+from pagesim.records.run import MeasuredRun, check_records
 
 
 def _distserve(folder, name="vllm-4-2.csv", **changes):
@@ -160,3 +160,56 @@ def test_check_records_sorts_by_arrival_and_starts_at_zero():
     assert t["arrival_s"].tolist() == [0.0, 2.0]
     with pytest.raises(DataError, match="x: no records"):
         check_records(df.iloc[:0], "x")
+
+
+def _frame(**extra):
+    df = pd.DataFrame(
+        {
+            "arrival_s": [5.0, 3.0, 4.0],
+            "prompt_len": [4, 2, 3],
+            "output_len": [2, 2, 1],
+            "first_token_s": [6.0, 4.0, 99.0],
+            "finish_s": [7.0, 5.0, -1.0],
+        }
+    )
+    for key, value in extra.items():
+        df[key] = value
+    return df
+
+
+def test_a_failed_request_keeps_its_place_and_loses_its_times():
+    """The rule for failed requests (pagesim.records.run): replayed, never measured."""
+    t = check_records(_frame(failed=[False, False, True]), "x")
+    assert t["failed"].tolist() == [False, True, False]  # sorted by arrival, carried along
+    assert np.isnan(t["first_token_s"].iloc[1]) and np.isnan(t["finish_s"].iloc[1])
+    run = MeasuredRun("r", "d", t, 1.0)
+    assert run.num_failed == 1 and run.served.tolist() == [True, False, True]
+    lat = run.latencies()
+    assert lat.iloc[1].isna().all() and lat.iloc[[0, 2]].notna()["e2e_s"].all()
+    assert run.served_latencies().index.tolist() == [0, 2]
+    assert run.trace().table["prompt_len"].tolist() == [2, 3, 4]
+    with pytest.raises(DataError, match="1 of 3 requests failed"):
+        run.require_served("a fit")
+    with pytest.raises(DataError, match="row 3, column 'finish_s': -1.0 is before"):
+        check_records(_frame(), "x")  # served, the same times are refused
+
+
+def test_users_and_segments_travel_with_their_rows_into_the_trace():
+    segs = [((1, 4),), ((2, 2),), ((1, 2), (3, 1))]
+    t = check_records(_frame(user_id=[7, 8, 7], segments=segs, failed=[False, False, True]), "x")
+    assert t["user_id"].tolist() == [8, 7, 7]
+    assert t["segments"].tolist() == [segs[1], segs[2], segs[0]]
+    trace = MeasuredRun("r", "d", t, 1.0).trace()
+    assert trace.table["user_id"].tolist() == [8, 7, 7]
+    assert trace.table["segments"].tolist() == [segs[1], segs[2], segs[0]]
+    with pytest.raises(DataError, match="row 2: its segments cover 3 tokens, its prompt has 2"):
+        check_records(
+            _frame(segments=[((1, 4),), ((2, 3),), ((3, 3),)], failed=[False, False, True]), "x"
+        )
+    with pytest.raises(DataError, match="row 1, user_id -1 is not an integer >= 0"):
+        check_records(_frame(user_id=[-1, 8, 7], failed=[False, False, True]), "x")
+
+
+def test_a_bool_is_not_a_number_in_a_record():
+    with pytest.raises(DataError, match="row 2, column 'prompt_len': True is not a finite number"):
+        check_records(_frame(failed=[False, False, True]).assign(prompt_len=[4, True, 3]), "x")
