@@ -29,7 +29,9 @@ carries at most one token; at least 1: its prefill ran or was queued); one never
 The run's name is its folder relative to ``root`` (``results/sweep_rate/agg_2rps/
 vanilla``); its rate is the nominal one where its path says ``<N>rps`` (``agg_2rps``),
 else measured from the send times; ``meta["rate"]`` says which. ``meta`` keeps the
-header (``model``, ``workload_seed``, ``mode``, ...). A header whose ``trace_version``
+header (``model``, ``workload_seed``, ``mode``, ``warm_up_requests``: BLIS's calibration
+leaves that many first requests out of its statistics; the table keeps them, as the
+server saw them, and a caller that wants them out drops them). A header whose ``trace_version``
 is not 3 or whose ``time_unit`` is not ``us`` is refused, as is any cell that is not
 what its column holds (an error names the file, the row as a spreadsheet shows it and
 the column).

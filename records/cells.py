@@ -95,6 +95,20 @@ def read_bytes(path: str | Path, what: str = "records") -> bytes:
         raise DataError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
 
 
+def first_line(path: str | Path, limit: int = 1 << 16) -> str:
+    """The file's first line (gzip or not), from at most ``limit`` bytes; "" for a file
+    that cannot be read as text (for the formats' cheap ``recognises``)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+            f.seek(0)
+            data = gzip.GzipFile(fileobj=f).read(limit) if head == GZIP_MAGIC else f.read(limit)
+        return data.decode("utf-8-sig").split("\n", 1)[0].rstrip("\r")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError):
+        return ""
+
+
 def text_of(data: bytes, path: str | Path, what: str = "records") -> str:
     """``data`` (the bytes of ``path``) as UTF-8 text, or a DataError saying what it is."""
     if not data.strip():

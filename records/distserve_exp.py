@@ -41,6 +41,7 @@ from pagesim.records.cells import (
     MAX_CLOCK_S,
     check_rate,
     clock_column,
+    first_line,
     load_json,
     read_text,
 )
@@ -66,8 +67,7 @@ def recognises(path: Path) -> bool:
     """A ``.exp`` file whose first line is a Python literal list of dicts (``[{'``)."""
     if not (path.is_file() and path.suffix == ".exp"):
         return False
-    with path.open("rb") as f:
-        return f.read(16).lstrip().startswith(b"[{'")
+    return first_line(path, limit=16).lstrip().startswith("[{'")
 
 
 def _name(path: Path) -> tuple[str | None, int, float]:
@@ -176,7 +176,12 @@ def read_distserve_exp(path: str | Path, dataset: str = "distserve_pd_opt13b") -
         fields={new: old for old, new in renamed.items()},
     )
     _check_derived(df, path)
-    meta: dict[str, Any] = {"setup": setup, "num_requests_named": declared, "summary": summary}
+    meta: dict[str, Any] = {
+        "setup": setup,
+        "num_requests_named": declared,
+        "rate": f"nominal: the file name says {rate:g} req/s",
+        "summary": summary,
+    }
     return MeasuredRun(
         name=path.stem,
         dataset=dataset,

@@ -49,6 +49,7 @@ from pagesim.records.cells import (
     csv_cells,
     csv_header,
     duration_column,
+    first_line,
     read_text,
     row_of,
 )
@@ -76,7 +77,7 @@ def recognises(path: Path) -> bool:
     if not (path.is_file() and path.name.endswith((".csv", ".csv.gz"))):
         return False
     try:
-        names = csv_header(read_text(path).split("\n", 1)[0], path)
+        names = csv_header(first_line(path), path)
     except DataError:
         return False
     return all(c in names for c in COLUMNS)
