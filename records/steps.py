@@ -101,9 +101,11 @@ def recognises(path: Path) -> bool:
 
 
 def _frame(path: Path) -> pd.DataFrame:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow (`pip install pyarrow`)") from None
     if not path.is_file():
         raise DataError(f"{path}: file not found (per-step records)")
     try:
