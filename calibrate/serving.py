@@ -3,7 +3,7 @@
 Scenario: a vLLM v0 server (a step either prefills the prompts it admits or decodes one
 token of every running sequence) served a run whose per-request records give each
 request's arrival, prompt and output lengths, first-token and last-token times
-(:mod:`pagesim.workloads.records`). The GPU kernels' time of any step comes from a
+(:mod:`pagesim.records.run`). The GPU kernels' time of any step comes from a
 kernel profile (``kernels``: a cost model without a serving path). What the server spent
 beyond the kernels is read off the records:
 
@@ -60,12 +60,12 @@ import numpy as np
 import pandas as pd
 
 from pagesim.calibrate.lsq import least_squares
+from pagesim.records.run import MeasuredRun
 from pagesim.simulator.costmodel.serving import (
     RESIDUAL_QUANTILES,
     SERVING_FORMS,
     ServingPath,
 )
-from pagesim.workloads.records import MeasuredRun
 
 #: first tokens closer than this came out of one prefill step (a decode step of the
 #: servers this fits takes tens of milliseconds; one step's outputs, a fraction of one)
@@ -113,6 +113,7 @@ def reconstruct(
     kernels' time of each (``kernels``: ``step_time_s(plan)`` and ``decode_time_fn``)."""
     from pagesim.simulator.plan import BatchPlan
 
+    run.require_served("the serving path's reconstruction of its steps")
     t = run.table
     ft = t["first_token_s"].to_numpy(dtype=float)
     fin = t["finish_s"].to_numpy(dtype=float)

@@ -93,7 +93,8 @@ def read_records(path):
     from pathlib import Path
 
     from pagesim.errors import DataError
-    from pagesim.workloads.record_readers import read_distserve_csv, read_vllm_bench_json
+    from pagesim.records.bench_json import read_vllm_bench_json
+    from pagesim.records.distserve_csv import read_distserve_csv
 
     path = Path(path)
     if not path.is_file():

@@ -56,9 +56,9 @@ import pandas as pd
 from pagesim.calibrate.nnls import nnls
 from pagesim.calibrate.serving import Coefficients, FormFit, ServingFit, choose_form
 from pagesim.errors import DataError
+from pagesim.records.run import MeasuredRun
 from pagesim.simulator.costmodel.recorded import LOG_COLUMNS
 from pagesim.simulator.costmodel.serving import SERVING_FORMS, ServingPath
-from pagesim.workloads.records import MeasuredRun
 
 #: the per-step coefficients' units in the solver (s): ms, ms, µs, µs
 UNITS = {
@@ -104,6 +104,7 @@ def windows(run: MeasuredRun, log: np.ndarray) -> Windows:
         raise DataError(f"run {run.name}: the recorded-steps replay logged no steps")
     if np.isnan(log[:, _COLUMN["price"]]).any():
         raise DataError(f"run {run.name}: the recorded-steps replay was not priced (no shadow)")
+    run.require_served("the decode windows of the serving fit")
     t = run.table
     out = t["output_len"].to_numpy(dtype=np.int64)
     first = t["first_token_s"].to_numpy(dtype=float)

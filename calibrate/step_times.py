@@ -2,7 +2,7 @@
 
 Scenario: a vLLM V1 server (a step decodes one token of every running request and spends
 the rest of its token budget on prompt chunks) served a run whose per-request records give
-each request's first-token and last-token times (:mod:`pagesim.workloads.records`). Between
+each request's first-token and last-token times (:mod:`pagesim.records.run`). Between
 its first token and its last, request i sat in ``output_i − 1`` steps, one token each: if
 the server ran ``r(t)`` steps per second at time t,
 
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pagesim.errors import DataError
-from pagesim.workloads.records import MeasuredRun
+from pagesim.records.run import MeasuredRun
 
 #: the width of a bin of constant step rate (s): the engine's own series tick
 BIN_S = 1.0
@@ -114,6 +114,7 @@ def _edges(end: np.ndarray, bin_s: float) -> np.ndarray:
 
 
 def _decodes(run: MeasuredRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    run.require_served("the step times' reconstruction")
     t = run.table
     steps = t["output_len"].to_numpy(dtype=float) - 1.0
     start = t["first_token_s"].to_numpy(dtype=float)

@@ -75,7 +75,7 @@ def test_the_package_is_laid_out_as_imported(tmp_path: Path):
     hooks = _module("hooks")
     hooks.lay_out_package(tmp_path)
     for module in ("api", "simulator/spec", "simulator/costmodel/profile",
-                   "simulator/schedulers/base", "allocators/base", "workloads/records",
+                   "simulator/schedulers/base", "allocators/base", "records/run",
                    "experiments/validation/pipeline"):  # fmt: skip
         assert (tmp_path / "pagesim" / f"{module}.py").is_file(), module
     assert not list(tmp_path.rglob("*.so"))

@@ -1,10 +1,12 @@
-"""The import graph follows the layers: workloads, allocators -> simulator -> experiments.
+"""The import graph follows the layers: workloads -> records; workloads, records,
+allocators -> simulator -> experiments.
 
-calibrate may import simulator.costmodel (the profile schema it writes), the specs and
-the plan (the serving fit prices reconstructed steps) and nothing else of the simulator,
-and workloads (the measured records it fits on); the simulator never imports calibrate,
-CuPy or torch; experiments (validation) may import calibrate; nothing imports
-experiments except the CLI.
+records (real servers' measured records, read into workloads' traces) imports
+workloads and nothing above it; calibrate may import simulator.costmodel (the profile
+schema it writes), the specs and the plan (the serving fit prices reconstructed steps)
+and nothing else of the simulator, and workloads and records (the measured records it
+fits on); the simulator never imports calibrate, CuPy or torch; experiments
+(validation) may import calibrate; nothing imports experiments except the CLI.
 """
 
 from __future__ import annotations
@@ -15,26 +17,37 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("workloads", "allocators", "simulator", "calibrate", "experiments", "pagesim")
+LAYERS = ("workloads", "records", "allocators", "simulator", "calibrate", "experiments", "pagesim")
 
 # layer -> pagesim layers it may import
 ALLOWED = {
     "pagesim": {"pagesim"},  # the core package: errors, specbase, version (cli is special-cased)
     "workloads": {"pagesim", "workloads"},
+    "records": {"pagesim", "workloads", "records"},
     "allocators": {"pagesim", "allocators"},
-    "simulator": {"pagesim", "workloads", "allocators", "simulator"},
+    "simulator": {"pagesim", "workloads", "records", "allocators", "simulator"},
     "calibrate": {
         "pagesim",
         "calibrate",
         "workloads",
+        "records",
         "simulator.costmodel",
         "simulator.model_gpu_specs",
         "simulator.plan",
     },
-    "experiments": {"pagesim", "workloads", "allocators", "simulator", "calibrate", "experiments"},
+    "experiments": {
+        "pagesim",
+        "workloads",
+        "records",
+        "allocators",
+        "simulator",
+        "calibrate",
+        "experiments",
+    },  # fmt: skip
 }
 FORBIDDEN_THIRD_PARTY = {
     "workloads": {"cupy", "torch", "simpy"},
+    "records": {"cupy", "torch", "simpy"},
     "allocators": {"cupy", "torch", "simpy"},
     "simulator": {"cupy", "torch"},
     "experiments": {"cupy", "torch"},
@@ -95,6 +108,9 @@ def test_layer_check_catches_a_violation(tmp_path: Path) -> None:
     """The checker itself must be able to fail."""
     assert not _allowed("allocators", "simulator")
     assert not _allowed("workloads", "experiments")
+    assert not _allowed("workloads", "records")
+    assert not _allowed("records", "simulator")
+    assert _allowed("calibrate", "records") and _allowed("records", "workloads")
     assert not _allowed("calibrate", "simulator")
     assert _allowed("calibrate", "simulator.costmodel")
     assert _allowed("experiments", "simulator")

@@ -4,7 +4,7 @@
     report (a page, charts) and ``validation.csv`` (:mod:`.vcsv`)
 
 A dataset is a reader (:mod:`.datasets`): it recognises its folder by its files, reads
-each run's per-request records (:mod:`pagesim.workloads.records`) with the settings the
+each run's per-request records (:mod:`pagesim.records.run`) with the settings the
 server ran with and the run's role (fit, held out, cross-launch), and names the cost
 models to replay under. :mod:`.replay` runs the replays, :mod:`.compare` computes the
 statistics and errors, :mod:`.report` writes the page. DistServe's vLLM v0.2.3 runs

@@ -1,8 +1,8 @@
 """``pagesim replay-vllm``: your own server's ``vllm bench serve`` result, replayed and compared.
 
 Scenario: you ran ``vllm bench serve ... --save-result --save-detailed`` against your
-server. The command reads that JSON (:func:`~pagesim.workloads.record_readers.
-read_vllm_bench_json`: each request's send time, prompt and output lengths, TTFT and
+server. The command reads that JSON (:func:`~pagesim.records.
+bench_json.read_vllm_bench_json`: each request's send time, prompt and output lengths, TTFT and
 token gaps), replays exactly those requests through pagesim with the settings your server
 ran with (``--server-args``, vLLM's own flags, mapped by :data:`SERVER_ARGS`; ``--set``
 for anything else), and writes:
@@ -172,10 +172,10 @@ def replay_vllm(
     import json
 
     from pagesim.experiments.validation import vcsv
+    from pagesim.records.bench_json import read_vllm_bench_json
     from pagesim.simulator import simulate
     from pagesim.simulator.spec import run_spec_from_dict
     from pagesim.simulator.vllm_metrics import vllm_bench_result
-    from pagesim.workloads.record_readers import read_vllm_bench_json
 
     if not 0.0 < fit_fraction <= 1.0:
         raise ConfigError(f"--fit-fraction: must be in (0, 1], got {fit_fraction}")

@@ -25,11 +25,22 @@ def run_ids(study: Study, vrun: ValidationRun, cost_name: str | None = None) -> 
     }
 
 
+def served_predictions(vrun: ValidationRun, requests: pd.DataFrame) -> pd.DataFrame:
+    """The replay's requests that the real run served: a request that failed there is
+    replayed (it loaded the server) but has no measured latency to compare with
+    (``pagesim.records.run``: the rule for failed requests), so neither side counts it."""
+    served = vrun.run.served
+    if served.all():
+        return requests
+    keep = np.flatnonzero(served)
+    return requests.set_index("request_id").loc[keep].reset_index()
+
+
 def closed_loop_rows(study: Study, vrun: ValidationRun, cost_name: str, rep: Replay) -> list[dict]:
-    """The replay's TTFT, TPOT, E2E statistics against the run's."""
+    """The replay's TTFT, TPOT, E2E statistics against the run's (served requests only)."""
     return vcsv.latency_rows(
-        rep.requests,
-        vrun.run.latencies(),
+        served_predictions(vrun, rep.requests),
+        vrun.run.served_latencies(),
         **run_ids(study, vrun, cost_name),
         cost_model=cost_name,
         headline=cost_name == study.headline.name,

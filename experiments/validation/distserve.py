@@ -2,8 +2,8 @@
 
 Scenario: DistServe (OSDI'24) published per-request records of its baseline vLLM
 (vLLM v0.2.3 with per-token timestamps) serving OPT-13B with ShareGPT requests at
-1-4 req/s, one CSV per run (``vllm-N-RATE.csv``, :func:`~pagesim.workloads.record_readers.
-read_distserve_csv`). The manifest (``distserve.yaml``) says which launch of the server
+1-4 req/s, one CSV per run (``vllm-N-RATE.csv``, :func:`~pagesim.records.
+distserve_csv.read_distserve_csv`). The manifest (``distserve.yaml``) says which launch of the server
 each run came from (its ``--max-num-batched-tokens`` and ``--max-paddings``), with the
 evidence, and each run's role: the serving path is fitted on the ``fit`` runs only.
 
@@ -91,7 +91,7 @@ def pools(manifest: Manifest) -> dict:
 
 
 def read_runs(folder: Path, manifest: Manifest) -> list[ValidationRun]:
-    from pagesim.workloads.record_readers import read_distserve_csv
+    from pagesim.records.distserve_csv import read_distserve_csv
 
     if not folder.is_dir():
         raise DataError(f"--data {folder}: not a folder (DistServe's vllm-N-RATE.csv runs)")

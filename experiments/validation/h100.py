@@ -3,7 +3,7 @@
 Scenario: inference-sim (GitHub ``inference-sim/training``, commit ed5c1d2,
 ``default_args/``; no licence file: used here for validation only, not redistributed)
 measured vLLM v0.15.1 on H100 SXM with inference-perf's shared-prefix client
-(:mod:`pagesim.workloads.inference_perf`): 16 experiments (Llama-2-7B TP1, Llama-2-70B
+(:mod:`pagesim.records.inference_perf`): 16 experiments (Llama-2-7B TP1, Llama-2-70B
 TP4, CodeLlama-34B TP2, Mixtral-8x7B TP2; four workloads each), each a few constant-rate
 stages of 600 s, with only aggregates per stage (``results/stage_N_lifecycle_metrics.json``:
 E2E, TTFT, ITL and TPOT means and percentiles). Every stage that kept up (no failure, its
@@ -45,7 +45,7 @@ from pagesim.experiments.validation import vcsv
 from pagesim.experiments.validation.compare import Goal
 from pagesim.experiments.validation.report import pct
 from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
-from pagesim.workloads.records import RECORD_COLUMNS, MeasuredRun
+from pagesim.records.run import RECORD_COLUMNS, MeasuredRun
 
 NAME = "inference_sim_h100_v0151"
 TITLE = "vLLM 0.15.1 (V1) on H100 from inference-sim (shared-prefix client, constant-rate stages)"
@@ -178,7 +178,7 @@ def _stage_metrics(path: Path) -> dict:
 
 def read_runs(folder: Path, seed: int = 0) -> tuple[list[ValidationRun], list[str]]:
     """Every stage that kept up, ready to replay; a line for each that is not replayed."""
-    from pagesim.workloads.inference_perf import read_client, shared_prefix_trace
+    from pagesim.records.inference_perf import read_client, shared_prefix_trace
 
     runs, skipped = [], []
     for exp in sorted(p for p in folder.iterdir() if (p / "exp-config.yaml").is_file()):
@@ -256,7 +256,7 @@ def read_runs(folder: Path, seed: int = 0) -> tuple[list[ValidationRun], list[st
 def _redraw_stage(client, start: int, n: int, name: str, seed: int):
     """The stage's requests as the client's generator draws them with ``seed`` (the
     intervals' ``seeds`` source; seed 0 gives the replayed requests)."""
-    from pagesim.workloads.inference_perf import shared_prefix_trace
+    from pagesim.records.inference_perf import shared_prefix_trace
 
     trace = shared_prefix_trace(client, np.random.default_rng(seed))
     return _stage_trace(trace, trace.table.iloc[start : start + n], name)

@@ -119,7 +119,7 @@ def load(folder: Path) -> RunsManifest:
 
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
     from pagesim.experiments.validation.bench import replay_doc, server_settings
-    from pagesim.workloads.record_readers import read_vllm_bench_json
+    from pagesim.records.bench_json import read_vllm_bench_json
 
     settings = server_settings(manifest.server_args)
     doc = replay_doc(

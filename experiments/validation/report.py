@@ -50,6 +50,21 @@ def runs_table(study: Study) -> list[str]:
     return lines
 
 
+def failed_lines(study: Study) -> list[str]:
+    """A paragraph on the runs' failed requests, where any run has one."""
+    failed = [(v.name, v.run.num_failed, v.run.num_requests) for v in study.runs]
+    failed = [f for f in failed if f[1]]
+    if not failed:
+        return []
+    each = "; ".join(f"{name}: {n:,} of {total:,}" for name, n, total in failed)
+    return [
+        "",
+        f"Failed requests ({each}): each was sent and loaded the server, so it is replayed "
+        "(its prompt, and the output tokens it got or its reader's stated assumption), and it "
+        "is left out of the measured and the predicted statistics alike.",
+    ]
+
+
 def closed_metrics(table: pd.DataFrame) -> tuple[str, ...]:
     """The closed-loop metrics the table holds, in validation.csv's order."""
     present = set(table["metric"])
@@ -279,6 +294,7 @@ def page(
         "## Runs",
         "",
         *runs_table(study),
+        *failed_lines(study),
         "",
         *study.sections,
         "",

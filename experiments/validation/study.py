@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagesim.workloads.records import MeasuredRun
+from pagesim.records.run import MeasuredRun
 
 
 @dataclass(frozen=True)

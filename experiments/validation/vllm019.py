@@ -4,7 +4,7 @@ Scenario: LLMServingSim 2.0 (GitHub ``casys-kaist/LLMServingSim``, commit 5daddb
 published four runs of vLLM 0.19.0 (the V1 engine: chunked prefill, one token budget,
 prefix caching on) with 300 ShareGPT requests each at about 10 req/s, the exact requests
 with their token ids, and layer profiles of the same vLLM on the same GPUs
-(:mod:`pagesim.workloads.llmservingsim`). Each dense run is replayed through pagesim's
+(:mod:`pagesim.records.llmservingsim`). Each dense run is replayed through pagesim's
 ``vllm-v1`` scheduler over the ``paged-v1`` allocator with the engine's own arguments
 (``max_num_seqs``, ``max_num_batched_tokens``, block 16, prefix caching), the exact
 prompts (their token ids give the prefix hits), the engine's arrival times, and the KV
@@ -109,14 +109,14 @@ def _profile_name(gpu: str, model: str, tp: int) -> str:
 
 def read_runs(folder: Path) -> tuple[list[ValidationRun], list[str]]:
     """The dense runs ready to replay, and a line for each run that is not."""
+    from pagesim.records.llmservingsim import read_llmservingsim_run, replay_trace
     from pagesim.simulator.memory import vllm_v1_pool
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
-    from pagesim.workloads.llmservingsim import read_run, replay_trace
 
     runs, skipped = [], []
     for run_dir in sorted(folder.glob("*/*/vllm")):
         gpu_dir, model_dir = run_dir.parent.parent.name, run_dir.parent.name
-        run = read_run(run_dir, NAME)
+        run = read_llmservingsim_run(run_dir, NAME)
         meta = run.meta
         engine = meta.get("engine_kwargs", {})
         name = f"{gpu_dir}/{model_dir}"

@@ -52,6 +52,15 @@ def test_the_wheels_are_the_dependencies_the_gpu_machine_lacks(tasks):
     assert names == {"simpy", "pydantic", "mypy-extensions"}
     assert set(tasks.gpu_requirements()) <= set(deps)
     assert "cupy" not in " ".join(deps)  # CuPy stays in the gpu extra
+    # pyarrow is a dependency the GPU tasks never need: without it (an import of it
+    # fails) the records package and the serving fit import
+    assert any(d.startswith("pyarrow") for d in deps)
+    code = (
+        "import sys; sys.modules['pyarrow'] = None; "
+        "import pagesim.records, pagesim.calibrate.serving; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-500:]
 
 
 def test_the_grid_times_the_gemms_of_every_shipped_experiments_model():

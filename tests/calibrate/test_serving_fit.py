@@ -20,11 +20,11 @@ from pagesim.calibrate.serving import (
     decode_time_errors,
     fit_serving,
 )
+from pagesim.records.run import MeasuredRun, check_records
 from pagesim.simulator import simulate
 from pagesim.simulator.costmodel.factory import cost_model_for
 from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 from pagesim.simulator.spec import run_spec_from_dict
-from pagesim.workloads.records import MeasuredRun, check_records
 
 FIXTURE = Path(__file__).parents[1] / "simulator" / "fixtures" / "tiny_profile.yaml"
 TRUE = {

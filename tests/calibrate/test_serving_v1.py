@@ -16,8 +16,8 @@ from pagesim.calibrate.serving_v1 import (
     windows,
 )
 from pagesim.errors import DataError
+from pagesim.records.run import MeasuredRun
 from pagesim.simulator.costmodel.recorded import LOG_COLUMNS
-from pagesim.workloads.records import MeasuredRun
 
 LAW = {"const_s": 3e-3, "s_per_seq": 2e-4, "s_per_prefill_token": 5e-6}
 

@@ -9,7 +9,7 @@ import pytest
 
 from pagesim.calibrate.step_times import reconstruct, split_half_errors
 from pagesim.errors import DataError
-from pagesim.workloads.records import MeasuredRun
+from pagesim.records.run import MeasuredRun
 
 
 def _run(step_of, num: int = 240, horizon_s: float = 60.0, seed: int = 0) -> MeasuredRun:

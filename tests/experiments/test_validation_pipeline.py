@@ -635,7 +635,7 @@ def test_intervals_hold_out_a_group_of_runs_together():
     every other run; and the seeds source is refused where the records fix the requests."""
     from pagesim.experiments.validation.intervals import calibrate, replicate_table
     from pagesim.experiments.validation.study import CostModelChoice, Study, ValidationRun
-    from pagesim.workloads.records import RECORD_COLUMNS, MeasuredRun
+    from pagesim.records.run import RECORD_COLUMNS, MeasuredRun
 
     raw, measured = [], []
     for run, real in (("a1", 10.0), ("a2", 13.0), ("b1", 10.2), ("c1", 10.4), ("d1", 10.6)):

@@ -115,8 +115,9 @@ def test_tables_store_counts_as_int64_and_refuse_counts_out_of_range(tmp_path):
 
 
 def test_measured_records_refuse_a_negative_ttft(tmp_path, capsys):
-    """validate-vllm and replay-vllm read records through check_records: a first token
-    before its request is refused in one line, and nothing is written."""
+    """validate-vllm and replay-vllm check every cell of the records they read: a first
+    token before its request (a negative TTFT) is refused in one line naming the file,
+    the array and the request, and nothing is written."""
     doc = {
         "backend": "vllm", "request_rate": 4.0, "input_lens": [12, 30], "output_lens": [3, 4],
         "ttfts": [0.05, -0.005], "itls": [[0.02, 0.03], [0.02, 0.02, 0.02]],
@@ -128,6 +129,6 @@ def test_measured_records_refuse_a_negative_ttft(tmp_path, capsys):
     code, err = _cli(capsys, "replay-vllm", str(result), "--model", "llama-2-7b", "--gpu",
                      "a100-80gb", "--out", str(out))  # fmt: skip
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "result.json: row 1, column 'first_token_s'" in err  # the second request
-    assert "is before its arrival_s" in err
+    assert "result.json: ttfts[1] must be a finite number from 0" in err  # the second request
+    assert "got -0.005" in err
     assert not out.exists()

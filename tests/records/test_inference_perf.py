@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pagesim.errors import DataError
-from pagesim.workloads.inference_perf import read_client, shared_prefix_trace
+from pagesim.records.inference_perf import read_client, shared_prefix_trace
 
 
 def _write_experiment(folder, *, resolved=True, mean_prompt=None, multi_turn=True):

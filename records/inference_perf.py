@@ -46,7 +46,6 @@ up; a static trace cannot know it).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,9 @@ from typing import Any
 import numpy as np
 
 from pagesim.errors import DataError
+from pagesim.records.cells import load_json, read_text
 from pagesim.workloads.assemble import assemble_trace
+from pagesim.workloads.lengthtable import MAX_TOKENS
 from pagesim.workloads.trace import Trace
 
 #: the client's set-up before a stage's first request (``run_stage``: perf_counter() + 1)
@@ -195,11 +196,21 @@ def read_client(exp_dir: str | Path) -> SharedPrefixClient:
     )
     means = []
     for path in sorted((exp_dir / "results").glob("stage_*_lifecycle_metrics.json")):
+        metrics = load_json(read_text(path, "stage metrics"), path, "stage metrics")
         try:
-            metrics = json.loads(path.read_text(encoding="utf-8"))
-            means.append(float(metrics["successes"]["prompt_len"]["mean"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            mean = metrics["successes"]["prompt_len"]["mean"]
+        except (KeyError, TypeError):
             raise DataError(f"{path}: no successes.prompt_len.mean") from None
+        if (
+            isinstance(mean, bool)
+            or not isinstance(mean, int | float)
+            or not 1 <= mean <= MAX_TOKENS
+        ):
+            raise DataError(
+                f"{path}: successes.prompt_len.mean must be a token count from 1 to "
+                f"{MAX_TOKENS:,}, got {mean!r}"
+            )
+        means.append(float(mean))
     if means:
         nominal = client.system_prompt_len + client.question_len
         scale = (float(np.mean(means)) - 1) / nominal

@@ -11,8 +11,8 @@ sent them. Two formats are read here:
   ``scheduled_ts``, ``first_token_ts``, ``last_token_ts``; ``meta.json`` (the engine
   arguments, vLLM's version, the dataset's sha256; on the RTX 4090 run also the resolved
   configuration, ``num_gpu_blocks`` and the device); ``timeseries.csv`` (1 s ticks of
-  ``running``, ``waiting``, ``kv_cache_pct`` and throughputs). :func:`read_run` gives a
-  :class:`~.records.MeasuredRun` whose arrival is the engine's ``queued_ts``, so TTFT =
+  ``running``, ``waiting``, ``kv_cache_pct`` and throughputs). :func:`read_llmservingsim_run` gives a
+  :class:`~.run.MeasuredRun` whose arrival is the engine's ``queued_ts``, so TTFT =
   first_token − queued, as LLMServingSim's validation (``bench/core/validate.py``)
   computes it: the client's wall clock and the engine's monotonic clock cannot be
   subtracted from each other.
@@ -44,7 +44,7 @@ conversation's replies, not the model's), so nothing is lost there.
 
 from __future__ import annotations
 
-import json
+import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,9 +53,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pagesim.columns import number_column
 from pagesim.errors import DataError
+from pagesim.records.cells import MAX_CLOCK_S, csv_header, load_json, read_text
+from pagesim.records.run import MeasuredRun, check_records, sha256_of
 from pagesim.workloads.assemble import assemble_trace
-from pagesim.workloads.records import MeasuredRun, check_records, sha256_of
 from pagesim.workloads.trace import Segments, Trace
 
 DATASET = "llmservingsim_vllm019"
@@ -76,21 +78,20 @@ SESSIONS_PER_S = re.compile(r"-sps(\d+(?:\.\d+)?)\.jsonl$")
 REQUEST_ID = re.compile(r"^bench-(\d+)$")
 
 
+def recognises(path: Path) -> bool:
+    """A run folder: ``requests.jsonl`` in it or in its ``vllm/``."""
+    return path.is_dir() and any((d / "requests.jsonl").is_file() for d in (path, path / "vllm"))
+
+
 def _read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise DataError(f"{path}: file not found ({what})")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {number}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}: line {number}: expected a JSON object")
-            rows.append(row)
+    for number, line in enumerate(read_text(path, what).splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = load_json(line, f"{path}: line {number}", "a request")
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: line {number}: expected a JSON object")
+        rows.append(row)
     if not rows:
         raise DataError(f"{path}: no requests")
     return rows
@@ -110,15 +111,21 @@ def _run_files(run_dir: Path) -> Path:
 def read_timeseries(path: Path) -> pd.DataFrame:
     """``timeseries.csv``: one row a tick (``t`` in s), ``running``, ``waiting``,
     ``kv_cache_pct`` (percent of the KV pool in use) and the throughputs."""
-    try:
-        df = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise DataError(f"{path}: not a readable CSV table ({exc})") from None
-    missing = [c for c in TIMESERIES_COLUMNS if c not in df.columns]
+    text = read_text(path, "LLMServingSim's time series")
+    names = csv_header(text, path)
+    missing = [c for c in TIMESERIES_COLUMNS if c not in names]
     if missing:
         raise DataError(
             f"{path}: missing column {missing[0]!r}; required: {list(TIMESERIES_COLUMNS)}"
         )
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(
+            f"{path}: not a readable CSV table ({' '.join(str(exc).split())})"
+        ) from None
+    for col in TIMESERIES_COLUMNS:
+        number_column(df[col], col, lambda i: f"{path}: row {i + 2}")
     return df
 
 
@@ -135,8 +142,17 @@ def _request_rows(requests: Path) -> list[dict[str, Any]]:
         if unserved:
             raise DataError(
                 f"{requests}: line {i} ({row['request_id']}): {unserved[0]} is null: the "
-                "request was not served, and a replay cannot leave it out without changing the load"
+                "request was not served, and without its engine times its arrival is unknown"
             )
+        for key in REQUEST_KEYS[3:]:
+            value = row[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise DataError(f"{requests}: line {i}: {key} must be a number, got {value!r}")
+            if not abs(value) <= MAX_CLOCK_S:
+                raise DataError(
+                    f"{requests}: line {i}: {key} must be a clock reading of at most "
+                    f"{MAX_CLOCK_S:.0e} s in magnitude, got {value!r}"
+                )
     return rows
 
 
@@ -144,10 +160,7 @@ def _meta_doc(meta_path: Path, num_rows: int, requests_name: str, sources: list)
     """``meta.json`` (empty when absent; its sha256 appended to ``sources``)."""
     if not meta_path.is_file():
         return {}
-    try:
-        meta_doc = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
+    meta_doc = load_json(read_text(meta_path, "a run's meta.json"), meta_path, "meta.json")
     if not isinstance(meta_doc, dict):
         raise DataError(f"{meta_path}: expected a JSON object")
     sources.append((str(meta_path), sha256_of(meta_path)))
@@ -157,7 +170,7 @@ def _meta_doc(meta_path: Path, num_rows: int, requests_name: str, sources: list)
     return meta_doc
 
 
-def read_run(run_dir: str | Path, dataset: str = DATASET) -> MeasuredRun:
+def read_llmservingsim_run(run_dir: str | Path, dataset: str = DATASET) -> MeasuredRun:
     """One LLMServingSim vLLM run (module docstring) as a :class:`MeasuredRun`.
 
     ``run_dir`` is ``<GPU>/<model>`` (or its ``vllm/`` folder). The table's arrival is the
@@ -181,18 +194,18 @@ def read_run(run_dir: str | Path, dataset: str = DATASET) -> MeasuredRun:
     # (check_records sorts stably, which then keeps this order)
     order = np.argsort(raw["queued_ts"].to_numpy(dtype=float), kind="stable")
     raw = raw.iloc[order].reset_index(drop=True)
+    renamed = {
+        "queued_ts": "arrival_s",
+        "input_toks": "prompt_len",
+        "output_toks": "output_len",
+        "first_token_ts": "first_token_s",
+        "last_token_ts": "finish_s",
+    }
     table = check_records(
-        raw.rename(
-            columns={
-                "queued_ts": "arrival_s",
-                "input_toks": "prompt_len",
-                "output_toks": "output_len",
-                "first_token_ts": "first_token_s",
-                "last_token_ts": "finish_s",
-            }
-        ),
+        raw.rename(columns=renamed),
         str(requests),
         rows=order + 1,
+        fields={new: old for old, new in renamed.items()},
     )
     queued = raw["queued_ts"].to_numpy(dtype=float)
     client = raw["arrival_time"].to_numpy(dtype=float)

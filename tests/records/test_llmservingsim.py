@@ -14,7 +14,12 @@ import pytest
 
 from pagesim.allocators.prefix_cache import prompt_block_keys
 from pagesim.errors import DataError
-from pagesim.workloads.llmservingsim import prompt_segments, read_run, read_workload, replay_trace
+from pagesim.records.llmservingsim import (
+    prompt_segments,
+    read_llmservingsim_run,
+    read_workload,
+    replay_trace,
+)
 
 
 def _common_prefix(a, b):
@@ -130,7 +135,7 @@ def _write_workload(path, prompts, outputs, *, agentic=False):
 
 
 def test_a_run_reads_with_engine_arrivals_and_its_meta(tmp_path):
-    run = read_run(_write_run(tmp_path / "GPU" / "Model"))
+    run = read_llmservingsim_run(_write_run(tmp_path / "GPU" / "Model"))
     assert run.name == "GPU-Model" and run.rate_req_s == 2.5  # the workload name's -sps2.5
     t = run.table
     assert t["arrival_s"].tolist() == pytest.approx([0.0, 0.12, 0.31])  # queued_ts, from the first
@@ -147,9 +152,9 @@ def test_a_run_reads_with_engine_arrivals_and_its_meta(tmp_path):
         "timeseries.csv",
     }
     with pytest.raises(DataError, match="first_token_ts is null: the request was not served"):
-        read_run(_write_run(tmp_path / "G2" / "M", null=True))
+        read_llmservingsim_run(_write_run(tmp_path / "G2" / "M", null=True))
     with pytest.raises(DataError, match="no requests.jsonl"):
-        read_run(tmp_path)
+        read_llmservingsim_run(tmp_path)
 
 
 def test_workloads_become_traces_and_replays_check_what_they_pair(tmp_path):
@@ -163,7 +168,7 @@ def test_workloads_become_traces_and_replays_check_what_they_pair(tmp_path):
         ((0, 10), (1, 10)),
         ((0, 10),),
     ]
-    run = read_run(_write_run(tmp_path / "GPU" / "Model"))
+    run = read_llmservingsim_run(_write_run(tmp_path / "GPU" / "Model"))
     with pytest.raises(DataError, match="not the workload this run was sent"):
         replay_trace(run, path)
     run.meta["dataset_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -191,7 +196,7 @@ def test_workloads_become_traces_and_replays_check_what_they_pair(tmp_path):
 def test_the_rtx4090_run_gives_llmservingsims_own_vllm_numbers(shared_data):
     """TTFT = first token - queued, TPOT = (last - first) / (out - 1): the medians of their
     validation summary (vLLM column: TTFT 60110.9 ms, TPOT 30.8 ms, latency 83413.3 ms)."""
-    run = read_run(shared_data("llmservingsim_vllm019", "RTX4090", "Llama-3.1-8B"))
+    run = read_llmservingsim_run(shared_data("llmservingsim_vllm019", "RTX4090", "Llama-3.1-8B"))
     assert run.num_requests == 300 and run.rate_req_s == 10.0
     med = run.latencies().median() * 1e3
     assert med["ttft_s"] == pytest.approx(60110.9, abs=0.1)
@@ -213,7 +218,7 @@ def test_real_prompts_hit_the_cache_exactly_as_their_token_ids_share(
     run_dir, workload, shared_data
 ):
     path = shared_data("llmservingsim_vllm019", "workloads", workload)
-    run = read_run(shared_data("llmservingsim_vllm019", *run_dir.split("/")))
+    run = read_llmservingsim_run(shared_data("llmservingsim_vllm019", *run_dir.split("/")))
     trace = replay_trace(run, path)  # also checks the file's sha256 against the run's
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     order = [int(rid.split("-")[1]) for rid in run.meta["request_ids"]]
