@@ -35,7 +35,12 @@ import simpy
 
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
-from pagesim.simulator.provenance import request_notes, step_cost_notes, workload_table_notes
+from pagesim.simulator.provenance import (
+    pool_notes,
+    request_notes,
+    step_cost_notes,
+    workload_table_notes,
+)
 from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.request_log import RequestLog
@@ -59,7 +64,7 @@ def simulate(
     recorded step times of :mod:`.costmodel.recorded`)."""
     from pagesim.allocators import make_allocator
     from pagesim.simulator.costmodel.factory import cost_model_for, make_cost_model, replicate_rng
-    from pagesim.simulator.memory import kv_pool
+    from pagesim.simulator.memory import run_kv_pool
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
     from pagesim.workloads import build_trace
     from pagesim.workloads.assemble import SHARED_PREFIX_SEGMENT_ID
@@ -70,12 +75,7 @@ def simulate(
     if trace is None:
         trace = build_trace(spec.workload, spec.arrivals, max_model_len=spec.max_model_len, rng=rng)
         table_note = workload_table_notes(spec.workload, trace)
-    pool = kv_pool(
-        spec.hardware,
-        swap_space_gib=spec.allocator.swap_space_gib,
-        max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
-        max_num_seqs=spec.scheduler.max_num_seqs,
-    )
+    pool = run_kv_pool(spec)
     allocator = make_allocator(
         spec.allocator,
         capacity_slots=pool.capacity_slots,
@@ -134,6 +134,7 @@ def simulate(
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
+    result.notes.update(pool_notes(spec.hardware.model, pool))
     if override is None:
         result.notes.update(step_cost_notes(cost_model, spec.hardware.profile))
     else:

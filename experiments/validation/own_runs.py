@@ -4,7 +4,8 @@ Scenario: you benchmarked your server at several request rates with ``vllm bench
 --save-result --save-detailed`` and put the result files in one folder beside a manifest,
 ``pagesim-runs.yaml``::
 
-    model: llama-3.1-8b            # a pagesim model name
+    model: llama-3.1-8b            # a pagesim model name, a Hugging Face id, or the path
+                                   # of the model's config.json (relative to this file)
     gpu: h100-sxm                  # a pagesim GPU name
     profile: h100-sxm-vidur        # the kernel profile (a shipped name or a path; default:
                                    # the GPU's analytic roofline)
@@ -95,8 +96,10 @@ def load(folder: Path) -> RunsManifest:
         manifest = RunsManifest.model_validate(doc)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from None
+    from pagesim.experiments.model_paths import anchored
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
+    manifest = manifest.model_copy(update={"model": anchored(manifest.model, folder)})
     get_model(manifest.model)
     get_gpu(manifest.gpu)
     files = manifest.runs or sorted(p.name for p in folder.glob("*.json"))
