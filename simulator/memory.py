@@ -370,7 +370,10 @@ def vllm_v1_pool(
     block_size: int,
     total_memory_bytes: int | None = None,
 ) -> V1Pool:
-    """The KV pool vLLM V1 gives itself (``Worker.determine_available_memory``,
+    """The KV pool vLLM V1 gives itself, as the LLMServingSim validation page prints it (a run
+    that names its release gets every term instead: :func:`pagesim.simulator.vllm_pool.
+    release_pool`, which also counts the sampler's copies, non-torch memory and, from 0.21.0,
+    CUDA graphs) (``Worker.determine_available_memory``,
     ``vllm/v1/worker/gpu_worker.py``; 0.19 and 0.15 alike by default)::
 
         available = ceil(total x gpu_memory_utilization) - weights - torch peak - non-torch
