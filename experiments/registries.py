@@ -3,7 +3,8 @@
 Each layer keeps its plug-ins in a plain dict (``pagesim.workloads.WORKLOADS``,
 ``pagesim.workloads.arrivals.ARRIVAL_PROCESSES``, ``pagesim.allocators.ALLOCATORS``
 and ``...contiguous.PLACEMENTS``, ``pagesim.simulator.SCHEDULERS``,
-``pagesim.simulator.model_gpu_specs.MODELS`` / ``GPUS``). They are imported lazily, and a
+``pagesim.simulator.model_catalog.SHIPPED_NAMES`` (which also accepts Hugging Face ids and
+config paths) / ``model_gpu_specs.GPUS``). They are imported lazily, and a
 registry a layer does not provide (yet) is reported as unavailable rather than
 guessed: name checks against it are then left to the layer that owns it.
 """

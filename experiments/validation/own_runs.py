@@ -120,6 +120,13 @@ def load(folder: Path) -> RunsManifest:
     return manifest.model_copy(update={"runs": files})
 
 
+def _model_name(manifest: RunsManifest) -> str:
+    """The model the page names: a shipped name as given, a config's own name."""
+    from pagesim.simulator.model_gpu_specs import get_model
+
+    return get_model(manifest.model).name
+
+
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
     from pagesim.experiments.validation.bench import replay_doc, server_settings
     from pagesim.workloads.record_readers import read_vllm_bench_json
@@ -252,7 +259,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
         )
     return Study(
         dataset=NAME,
-        title=manifest.title or f"{manifest.server}: {manifest.model} on {manifest.gpu}",
+        title=manifest.title or f"{manifest.server}: {_model_name(manifest)} on {manifest.gpu}",
         runs=vruns,
         cost_models=cost_models,
         command=COMMAND,
@@ -324,7 +331,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     lines = [
         "## Your server",
         "",
-        f"{manifest.server}: `{manifest.model}` on `{manifest.gpu}`, scheduler "
+        f"{manifest.server}: `{_model_name(manifest)}` on `{manifest.gpu}`, scheduler "
         f"`{manifest.scheduler}`, flags `{manifest.server_args or '(vLLM defaults)'}`; the "
         f"runs' settings replayed: {_settings_text(study)}.",
     ]
