@@ -415,7 +415,11 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
         formatter_class=fmt,
     )
     rv.add_argument("result", help="a vllm bench serve result saved with --save-detailed")
-    rv.add_argument("--model", required=True, help="the model served (a pagesim model name)")
+    rv.add_argument(
+        "--model",
+        required=True,
+        help="the model served: a shipped name, a Hugging Face id, or a config.json path",
+    )
     rv.add_argument("--gpu", required=True, help="the GPU it ran on (a pagesim GPU name)")
     rv.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
     rv.add_argument("--scheduler", default="vllm", help="scheduler kind (default vllm)")

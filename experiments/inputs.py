@@ -4,7 +4,8 @@ A run reads at most these files besides its spec: ``workload.path`` (the trace C
 of workload ``csv``, or the file that replaces a table workload's table), else the
 prepared length table of a table workload (in the data folder, else the shipped
 one; see ``workloads.registry``) and the
-cost-model profile (``hardware.profile``, a path or a shipped name). Editing any of
+cost-model profile (``hardware.profile``, a path or a shipped name), and the model's
+``config.json`` when ``hardware.model`` is a path. Editing any of
 them at the same path changes the run's key, so ``pagesim run`` never answers from
 the cache with numbers computed from the old contents.
 
@@ -61,7 +62,8 @@ def code_hash() -> str:
 
 
 def run_input_files(spec: RunSpec) -> dict[str, Path]:
-    """``role -> path`` of every file ``spec`` reads (roles: ``workload``, ``profile``)."""
+    """``role -> path`` of every file ``spec`` reads (roles: ``workload``, ``profile``,
+    ``model``)."""
     from pagesim.simulator.costmodel.factory import PROFILE_FILE_NAME, shipped_profiles_dir
     from pagesim.workloads.registry import WORKLOADS
 
@@ -71,6 +73,10 @@ def run_input_files(spec: RunSpec) -> dict[str, Path]:
         files["workload"] = Path(spec.workload.path)  # replaces a table workload's table
     elif source is not None and source.kind == "table" and source.table_path is not None:
         files["workload"] = source.table_path
+    from pagesim.simulator.model_catalog import config_file, is_config_path
+
+    if is_config_path(spec.hardware.model):
+        files["model"] = config_file(spec.hardware.model)
     profile = spec.hardware.profile
     if profile is not None:
         if profile.endswith((".yaml", ".yml")) or "/" in profile or "\\" in profile:

@@ -22,7 +22,7 @@ def preflight(spec: RunSpec) -> str | None:
     from pagesim.experiments.inputs import run_input_files
     from pagesim.simulator.costmodel.factory import resolve_profile
     from pagesim.simulator.footprint import memory_problem
-    from pagesim.simulator.memory import kv_pool
+    from pagesim.simulator.memory import run_kv_pool
     from pagesim.simulator.model_gpu_specs import get_gpu
     from pagesim.workloads.registry import WORKLOADS
 
@@ -54,16 +54,13 @@ def preflight(spec: RunSpec) -> str | None:
                     f"workload.name: the length table of {spec.workload.name!r} is not prepared; "
                     f"run: pagesim workload prepare {spec.workload.name} --source RAW_FILE"
                 )
-            key = "workload.path" if role == "workload" else "hardware.profile"
+            key = {"workload": "workload.path", "model": "hardware.model"}.get(
+                role, "hardware.profile"
+            )
             return f"{key}: file not found: {path}"
     try:
         resolve_profile(spec.hardware.profile, get_gpu(spec.hardware.gpu))
-        pool = kv_pool(
-            spec.hardware,
-            swap_space_gib=spec.allocator.swap_space_gib,
-            max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
-            max_num_seqs=spec.scheduler.max_num_seqs,
-        )
+        pool = run_kv_pool(spec)
     except PagesimError as exc:
         return str(exc)
     block = spec.allocator.block_size

@@ -9,14 +9,16 @@ file). So the Ray executor never lets a worker read an input by path:
   (:func:`~pagesim.experiments.inputs.run_input_files`, the files whose hashes make the
   cache key: the trace CSV or table file at ``workload.path``, else a table workload's
   prepared or shipped length table, and the profile YAML, given by path or by a shipped
-  name) once per (resolved path, mtime, size), stores its bytes with ``put``
+  name, and the model's config.json given by path) once per (resolved path, mtime,
+  size), stores its bytes with ``put``
   (``ray.put``) once per distinct content (SHA-256), and gives each run its
   :class:`ShippedFile` list: role, file name, digest, a reference to the bytes, and the
   name the spec gave;
 - on the worker, :func:`simulate_shipped` writes each file, under its own file name,
   into a folder private to the worker process (each content once per process; the
   folder is removed when the process exits, and a later worker removes those of dead
-  processes), points the spec at those copies (``workload.path``, ``hardware.profile``),
+  processes), points the spec at those copies (``workload.path``, ``hardware.profile``,
+  ``hardware.model``),
   runs ``simulate``, and writes the names the spec gave back wherever the run's texts
   name a copy (a profile is named by its reference in the ``cost_model_profile`` and
   ``cost_model_description`` notes, ``simulator/provenance.py``) and in the message of
@@ -137,6 +139,8 @@ def _table_note_as_driver(notes: dict[str, str], spec: RunSpec, file: ShippedFil
 def _original(spec: RunSpec, role: str, path: Path) -> str:
     if role == "profile" and spec.hardware.profile is not None:
         return spec.hardware.profile
+    if role == "model":
+        return spec.hardware.model
     if role == "workload" and spec.workload.path is not None:
         return spec.workload.path
     return str(path)
@@ -199,6 +203,8 @@ def local_spec(
             workload = workload.model_copy(update={"path": copy})
         elif file.role == "profile":
             hardware = hardware.model_copy(update={"profile": copy})
+        elif file.role == "model":
+            hardware = hardware.model_copy(update={"model": copy})
         else:  # a role inputs.run_input_files learned and this module did not
             raise PagesimError(f"input role {file.role!r}: no spec field to point at its copy")
     return spec.model_copy(update={"workload": workload, "hardware": hardware}), copy_to_original

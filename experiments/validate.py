@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from pagesim import yamlio
 from pagesim.errors import ConfigError
+from pagesim.experiments.model_paths import anchor_model_paths
 from pagesim.experiments.paths import apply_overrides
 from pagesim.experiments.points import Point, expand_points
 from pagesim.experiments.preflight import check_run
@@ -137,8 +138,10 @@ def validate_points(
     for point in expand_points(spec):
         values = ", ".join(f"{p}={v}" for p, v in point.path_to_value.items())
         run_spec = _validate_run(point.run_doc, f"{source}: point {point.point_id} ({values})", "")
-        for dotted_path, name, allowed in unknown_names(run_spec.model_dump(mode="json")):
+        for dotted_path, name, allowed, why in unknown_names(run_spec.model_dump(mode="json")):
             where = _sweep_location(spec, dotted_path, name) or f"base.{dotted_path}"
+            if why is not None:
+                raise ConfigError(f"{source}: {where}: {why.removeprefix(dotted_path + ': ')}")
             raise ConfigError(
                 f"{source}: {where}: unknown name {name!r}; allowed: {', '.join(allowed)}"
             )
@@ -239,7 +242,7 @@ def load_experiment_points(
     from pagesim.experiments.shipped import resolve_experiment
 
     path = resolve_experiment(source)
-    spec = parse_experiment(read_yaml(path), str(path))
+    spec = parse_experiment(anchor_model_paths(read_yaml(path), path), str(path))
     _check_paths(spec, str(path))
     if quick:
         spec = spec.quick_variant()

@@ -9,6 +9,11 @@ activations, not the CUDA context), and give the cache::
     total:    kv_budget_bytes = TP x per-GPU budget
 
 The activation peak is estimated, not measured (:func:`activation_reserve_bytes`).
+A run that names its server's release (``server.vllm_version``) gets that release's rule
+instead (:mod:`.vllm_pool`: every term vLLM V1 subtracts, per GPU, ``hardware.
+gpu_memory_utilization`` None meaning the release's default); without one this module's
+rule, unchanged, with ``gpu_memory_utilization`` None meaning 0.9.
+
 For OPT-13B on one A100-40GB at 0.9 this gives 12.53 GB = 11.67 GiB = 15,296 slots
 (the paper's Table 1: 12 GB, 15.7K slots); OPT-66B on 4 x A100-40GB 21.8 GB (paper 21 GB);
 OPT-175B on 8 x A100-80GB 266.5 GB (paper 264 GB). Given ``hardware.kv_budget_gib`` (GiB = 2**30) or
@@ -34,7 +39,8 @@ from pagesim.errors import ConfigError
 from pagesim.simulator.model_gpu_specs import GIB, GPUSpec, ModelSpec, get_gpu, get_model
 
 if TYPE_CHECKING:
-    from pagesim.simulator.spec import HardwareSpec
+    from pagesim.simulator.spec import HardwareSpec, RunSpec
+    from pagesim.simulator.vllm_pool import ReleasePool
 
 #: The largest pool (GPU or CPU, in token slots) a run may ask for: checked before
 #: anything is allocated, since the allocators keep per-block state. 2**27 slots is
@@ -43,6 +49,8 @@ MAX_POOL_SLOTS = 2**27
 #: vLLM v0 defaults of the profiling pass (``SchedulerConfig``).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2560
 DEFAULT_MAX_NUM_SEQS = 256
+#: ``hardware.gpu_memory_utilization`` when a run names no release and leaves it out
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class KVPool:
     cpu_capacity_slots: int
     model: ModelSpec
     gpu: GPUSpec
+    #: the named release's pool and its terms (None: no release named, or a budget given)
+    release: ReleasePool | None = None
 
     @property
     def kv_budget_gib(self) -> float:
@@ -66,6 +76,20 @@ class KVPool:
 
     def num_cpu_blocks(self, block_size: int) -> int:
         return self.cpu_capacity_slots // block_size
+
+
+def run_kv_pool(spec: RunSpec) -> KVPool:
+    """The pool of one run: :func:`kv_pool` with the run's scheduler budget, block size,
+    ``max_model_len`` and named release."""
+    return kv_pool(
+        spec.hardware,
+        swap_space_gib=spec.allocator.swap_space_gib,
+        max_num_batched_tokens=spec.scheduler.max_num_batched_tokens,
+        max_num_seqs=spec.scheduler.max_num_seqs,
+        vllm_version=spec.server.vllm_version,
+        block_size=spec.allocator.block_size,
+        max_model_len=spec.max_model_len,
+    )
 
 
 def kv_bytes_per_token_overall(model: ModelSpec, tensor_parallel: int) -> int:
@@ -105,8 +129,13 @@ def kv_pool(
     swap_space_gib: float,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    vllm_version: str | None = None,
+    block_size: int = 16,
+    max_model_len: int | None = None,
 ) -> KVPool:
-    """Size the KV pool for ``hardware`` (see the module docstring for the rule).
+    """Size the KV pool for ``hardware`` (see the module docstring for the rule); with
+    ``vllm_version`` as that release does (``block_size`` and ``max_model_len`` then matter:
+    the pool is whole blocks, and the release refuses a ``max_model_len`` it cannot hold).
 
     Raises ConfigError when the weights and activations leave no room (with the
     arithmetic), or when TP does not divide the model's heads.
@@ -115,12 +144,25 @@ def kv_pool(
     if swap_space_gib < 0:
         raise ConfigError(f"allocator.swap_space_gib must be >= 0, got {swap_space_gib}")
     kv_per_token = kv_bytes_per_token_overall(model, tp)
+    release = None
     if hardware.kv_slots is not None:
         budget = hardware.kv_slots * kv_per_token
     elif hardware.kv_budget_gib is not None:
         budget = int(hardware.kv_budget_gib * GIB)
+    elif vllm_version is not None:
+        from pagesim.simulator.vllm_pool import release_pool
+
+        release = release_pool(
+            model, gpu, version=vllm_version, tensor_parallel=tp,
+            gpu_memory_utilization=hardware.gpu_memory_utilization,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+            block_size=block_size, max_model_len=max_model_len,
+        )  # fmt: skip
+        budget = tp * release.num_gpu_blocks * release.block_bytes
     else:
-        usable = hardware.gpu_memory_utilization * gpu.memory_bytes
+        util = hardware.gpu_memory_utilization
+        util = DEFAULT_GPU_MEMORY_UTILIZATION if util is None else util
+        usable = util * gpu.memory_bytes
         weights = model.weight_bytes / tp
         act = activation_reserve_bytes(
             model, tp, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs
@@ -129,13 +171,13 @@ def kv_pool(
         if per_gpu <= 0:
             raise ConfigError(
                 f"hardware: {model.name} does not fit on {tp} x {gpu.name}: per GPU "
-                f"{hardware.gpu_memory_utilization} x {gpu.memory_bytes / GIB:.2f} GiB "
+                f"{util} x {gpu.memory_bytes / GIB:.2f} GiB "
                 f"- weights {weights / GIB:.2f} GiB - activations {act / GIB:.2f} GiB "
                 f"= {per_gpu / GIB:.2f} GiB of KV cache; raise hardware.tensor_parallel, "
                 f"use a bigger GPU, or give hardware.kv_budget_gib"
             )
         budget = int(tp * per_gpu)
-    slots = budget // kv_per_token
+    slots = budget // kv_per_token if release is None else release.num_gpu_blocks * block_size
     if slots < 1:
         raise ConfigError(
             f"hardware: a KV budget of {budget} bytes holds no token of {model.name} "
@@ -158,6 +200,7 @@ def kv_pool(
         cpu_capacity_slots=int(swap_space_gib * GIB) // kv_per_token,
         model=model,
         gpu=gpu,
+        release=release,
     )
 
 
@@ -327,7 +370,10 @@ def vllm_v1_pool(
     block_size: int,
     total_memory_bytes: int | None = None,
 ) -> V1Pool:
-    """The KV pool vLLM V1 gives itself (``Worker.determine_available_memory``,
+    """The KV pool vLLM V1 gives itself, as the LLMServingSim validation page prints it (a run
+    that names its release gets every term instead: :func:`pagesim.simulator.vllm_pool.
+    release_pool`, which also counts the sampler's copies, non-torch memory and, from 0.21.0,
+    CUDA graphs) (``Worker.determine_available_memory``,
     ``vllm/v1/worker/gpu_worker.py``; 0.19 and 0.15 alike by default)::
 
         available = ceil(total x gpu_memory_utilization) - weights - torch peak - non-torch

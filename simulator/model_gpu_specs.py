@@ -87,6 +87,21 @@ class ModelSpec:
     arch: Literal["opt", "llama"] = "opt"
     #: an RMSNorm over each head's query and key before rotary (Qwen3)
     has_qk_norm: bool = False
+    #: the attention window of every layer, when the model is sliding-window throughout
+    #: (Mistral-7B-v0.1: 4096; ``hf_config`` says what pagesim does with it); None: full
+    sliding_window: int | None = None
+    #: the Hugging Face ``model_type`` where ``arch`` does not imply it (``mistral``,
+    #: ``qwen2``, ``gpt_neox``); empty: ``llama`` (``qwen3`` with q/k norms) or ``opt``
+    model_type: str = ""
+
+    @property
+    def family(self) -> str:
+        """The Hugging Face ``model_type``: vLLM picks its model runner by it."""
+        if self.model_type:
+            return self.model_type
+        if self.arch == "opt":
+            return "opt"
+        return "qwen3" if self.has_qk_norm else "llama"
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -236,12 +251,13 @@ GPUS: dict[str, GPUSpec] = _gpus()
 
 
 def get_model(name: str) -> ModelSpec:
-    try:
+    """The spec ``hardware.model`` names: a shipped name (this table or a shipped config),
+    a Hugging Face id, or the path of a config.json (``model_catalog.get_model``)."""
+    if name in MODELS:
         return MODELS[name]
-    except KeyError:
-        raise ConfigError(
-            f"hardware.model: unknown model {name!r}; known models: {sorted(MODELS)}"
-        ) from None
+    from pagesim.simulator.model_catalog import get_model as from_catalog
+
+    return from_catalog(name)
 
 
 def get_gpu(name: str) -> GPUSpec:

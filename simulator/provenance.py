@@ -18,6 +18,12 @@ the one shipped with pagesim: one prepared into the data folder, an external dat
 or ``workload.path``) names it (``workloads.registry.table_origin``: file, SHA-256), its
 row count and the provenance the table carries, so that a run on a 12-row table
 prepared from a sample says so in ``results.csv`` and ``summary.md``.
+
+Model and pool (only where they say something the spec does not): ``model`` when
+``hardware.model`` is not the model's own name (a Hugging Face id or a config.json path:
+the name the config gives, and its sliding window, which ``paged-v1`` does not drop
+blocks for: ``simulator/hf_config.py``); ``kv_pool`` when the run named its server's
+release (``ReleasePool.note``: the release, the blocks per GPU and every term).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from pagesim.simulator.costmodel.model import CostModel
+from pagesim.simulator.memory import KVPool
 from pagesim.simulator.request import REJECTED
 from pagesim.workloads.spec import WorkloadSpec
 from pagesim.workloads.trace import Trace
@@ -105,3 +112,20 @@ def request_notes(dropped: dict[str, int], requests: pd.DataFrame) -> dict[str, 
         "dropped_reasons": reasons_text(dropped),
         "rejected_reasons": reasons_text(dict(Counter(rejected.tolist())), MAX_REASONS),
     }
+
+
+def pool_notes(model_ref: str, pool: KVPool) -> dict[str, str]:
+    """``model`` and ``kv_pool`` (module doc), each only where it applies."""
+    notes = {}
+    model = pool.model
+    if model_ref != model.name or model.sliding_window is not None:
+        window = (
+            f"; sliding window {model.sliding_window:,} tokens on every layer, kept whole "
+            "(full attention: an upper bound on memory past the window)"
+            if model.sliding_window is not None
+            else ""
+        )
+        notes["model"] = f"{model.name} (hardware.model {model_ref!r}){window}"
+    if pool.release is not None:
+        notes["kv_pool"] = pool.release.note()
+    return notes

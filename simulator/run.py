@@ -35,7 +35,12 @@ import simpy
 
 from pagesim.simulator.engine import Engine
 from pagesim.simulator.metrics import StepRecorder
-from pagesim.simulator.provenance import request_notes, step_cost_notes, workload_table_notes
+from pagesim.simulator.provenance import (
+    pool_notes,
+    request_notes,
+    step_cost_notes,
+    workload_table_notes,
+)
 from pagesim.simulator.reducers import reduce
 from pagesim.simulator.request import UNFINISHED, SequenceGroup
 from pagesim.simulator.request_log import RequestLog
@@ -102,6 +107,7 @@ def simulate(
     result.extra["num_dropped"] = float(sum(trace.dropped.values()))
     result.extra["dropped_share"] = trace.dropped_share
     result.notes.update(request_notes(trace.dropped, result.requests))
+    result.notes.update(pool_notes(spec.hardware.model, pool))
     result.notes.update(cost_notes(spec, cost_model, is_given=server.is_given_cost_model))
     result.notes.update(table_note)
     return result

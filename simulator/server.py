@@ -56,6 +56,9 @@ def build_server(
         swap_space_gib=spec.allocator.swap_space_gib,
         max_num_batched_tokens=pool_batched_tokens or spec.scheduler.max_num_batched_tokens,
         max_num_seqs=spec.scheduler.max_num_seqs,
+        vllm_version=spec.server.vllm_version,
+        block_size=spec.allocator.block_size,
+        max_model_len=spec.max_model_len,
     )
     allocator = make_allocator(
         spec.allocator,

@@ -74,9 +74,18 @@ class LinkSpec(_Spec):
 class HardwareSpec(_Spec):
     """The model and the GPU(s) it is served on, and how big the KV pool is.
 
+    ``model`` is a shipped name (``pagesim list``), a Hugging Face id of one
+    (``meta-llama/Llama-3.1-8B-Instruct``), or the path of a model's ``config.json`` (a dense
+    decoder: ``simulator/hf_config.py``), resolved relative to the experiment or manifest
+    file that gives it; the model's name (the config's ``_name_or_path``, else the path) is
+    what the run's notes and pages name.
+
     The KV budget is ``gpu_memory_utilization`` × GPU memory × TP − weights −
-    activation reserve, unless given directly as ``kv_budget_gib`` or
-    ``kv_slots`` (the paper's Table 1 budgets). ``profile`` is a profile YAML path or
+    activation reserve (``simulator/memory.py``; with ``server.vllm_version``, as that
+    release sizes it: ``simulator/vllm_pool.py``), unless given directly as
+    ``kv_budget_gib`` or ``kv_slots`` (the paper's Table 1 budgets), which override.
+    ``gpu_memory_utilization`` left out is the named release's default (0.92 from vLLM
+    0.21.0, 0.9 before), or 0.9 without a release. ``profile`` is a profile YAML path or
     a shipped profile name; None uses the analytic (roofline) profile of ``gpu``.
     ``link`` is the server's measured all-reduce at tensor parallelism (:class:`LinkSpec`).
 
@@ -91,7 +100,7 @@ class HardwareSpec(_Spec):
     model: str = "opt-13b"
     gpu: str = "a100-40gb"
     tensor_parallel: int = Field(default=1, ge=1)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_budget_gib: float | None = Field(default=None, gt=0)
     kv_slots: int | None = Field(default=None, ge=1)
     profile: str | None = None

@@ -2,7 +2,7 @@
 
 A run that names its server's release (``server.vllm_version``, e.g. ``"0.23.0"``) gets
 that release's rules where pagesim models them: the KV pool as that release sizes it
-(``simulator/memory.py``), its scheduler defaults (async scheduling, the admission rule)
+(``simulator/vllm_pool.py``), its scheduler defaults (async scheduling, the admission rule)
 and its step rules (CUDA graphs for decode-only batches). A run that names none keeps
 pagesim's own defaults, unchanged (every golden file and paper figure is computed so).
 

@@ -49,6 +49,7 @@ def test_wheel_builds_without_setuptools_warnings(tmp_path):
     (wheel,) = wheels.glob("pagesim-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "pagesim/workloads/data/sharegpt.npz" in names
+    assert "pagesim/simulator/model_configs/qwen3-14b.json" in names
     assert any(n.startswith("pagesim/calibrate/kernels/") and n.endswith(".cu") for n in names)
     # setup.py compiled the engine's modules (pagesim._native), their sources beside them
     if "pagesim: not compiled" in log:

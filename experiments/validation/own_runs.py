@@ -4,7 +4,8 @@ Scenario: you benchmarked your server at several request rates with ``vllm bench
 --save-result --save-detailed`` and put the result files in one folder beside a manifest,
 ``pagesim-runs.yaml``::
 
-    model: llama-3.1-8b            # a pagesim model name
+    model: llama-3.1-8b            # a pagesim model name, a Hugging Face id, or the path
+                                   # of the model's config.json (relative to this file)
     gpu: h100-sxm                  # a pagesim GPU name
     profile: h100-sxm-vidur        # the kernel profile (a shipped name or a path; default:
                                    # the GPU's analytic roofline)
@@ -95,8 +96,10 @@ def load(folder: Path) -> RunsManifest:
         manifest = RunsManifest.model_validate(doc)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from None
+    from pagesim.experiments.model_paths import anchored
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
+    manifest = manifest.model_copy(update={"model": anchored(manifest.model, folder)})
     get_model(manifest.model)
     get_gpu(manifest.gpu)
     files = manifest.runs or sorted(p.name for p in folder.glob("*.json"))
@@ -115,6 +118,13 @@ def load(folder: Path) -> RunsManifest:
     if stray:
         raise ConfigError(f"{path}: fit: {stray[0]!r} is not one of the runs {files}")
     return manifest.model_copy(update={"runs": files})
+
+
+def _model_name(manifest: RunsManifest) -> str:
+    """The model the page names: a shipped name as given, a config's own name."""
+    from pagesim.simulator.model_gpu_specs import get_model
+
+    return get_model(manifest.model).name
 
 
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
@@ -249,7 +259,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
         )
     return Study(
         dataset=NAME,
-        title=manifest.title or f"{manifest.server}: {manifest.model} on {manifest.gpu}",
+        title=manifest.title or f"{manifest.server}: {_model_name(manifest)} on {manifest.gpu}",
         runs=vruns,
         cost_models=cost_models,
         command=COMMAND,
@@ -321,7 +331,7 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
     lines = [
         "## Your server",
         "",
-        f"{manifest.server}: `{manifest.model}` on `{manifest.gpu}`, scheduler "
+        f"{manifest.server}: `{_model_name(manifest)}` on `{manifest.gpu}`, scheduler "
         f"`{manifest.scheduler}`, flags `{manifest.server_args or '(vLLM defaults)'}`; the "
         f"runs' settings replayed: {_settings_text(study)}.",
     ]

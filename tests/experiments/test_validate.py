@@ -90,10 +90,10 @@ def test_unknown_model_name_lists_registered_models(tiny_doc, write_doc):
 
     if REGISTRIES[0].names() is None:
         pytest.skip("the simulator layer provides no model registry yet")
-    tiny_doc["base"]["hardware"]["model"] = "gpt-5"
+    tiny_doc["base"]["hardware"]["model"] = "opt-14b"
     msg = _error(write_doc(tiny_doc))
-    assert "base.hardware.model: unknown name 'gpt-5'; allowed:" in msg
-    assert "opt-13b" in msg
+    assert "base.hardware.model: unknown model 'opt-14b'; close matches:" in msg
+    assert "opt-13b" in msg and "config.json" in msg
 
 
 def test_unknown_workload_in_sweep_names_its_index(tiny_doc, write_doc):
