@@ -85,7 +85,8 @@ class Goal:
     """One target of a validation, and whether it is met."""
 
     text: str
-    met: bool
+    #: None: nothing to score (no run in the goal's regime or role)
+    met: bool | None
     detail: str
 
 
@@ -98,7 +99,7 @@ def worst(errors: pd.Series) -> float:
 def within_goal(table: pd.DataFrame, text: str, bound: float, *, label: str = "run") -> Goal:
     """All errors of ``table``'s rows within ``bound``; the detail lists them."""
     if table.empty:
-        return Goal(text, False, "no run to check")
+        return Goal(text, None, "not scored: no run to check")
     w = worst(table["error"])
     detail = ", ".join(f"{r[label]} {r['error']:+.1%}" for r in table.to_dict("records"))
     return Goal(text, bool(np.all(np.abs(table["error"]) <= bound)), f"worst {w:+.1%} ({detail})")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pagesim.errors import DataError
+from pagesim.errors import ConfigError, DataError
 from pagesim.experiments.validation.compare import Goal, within_goal
 from pagesim.experiments.validation.schema import (
     DatasetManifest,
@@ -74,12 +74,18 @@ def server_doc(manifest: DatasetManifest) -> dict:
 
     server = manifest.server
     scheduler = "vllm-v1" if server.vllm_version else "vllm"
+    settings = server_settings(server.args)
+    if server.vllm_version and "max_model_len" not in settings:
+        raise ConfigError(
+            f"manifest {manifest.dataset}: server.args: give --max-model-len (a named release "
+            "sizes its pool for it; vLLM's default is the model's context length)"
+        )
     doc = replay_doc(
         model=server.model,
         gpu=server.gpu,
         profile=None,
         scheduler=scheduler,
-        settings=dict(server_settings(server.args)),
+        settings=dict(settings),
     )
     doc["hardware"]["tensor_parallel"] = server.tensor_parallel
     doc["hardware"].pop("profile", None)

@@ -32,7 +32,8 @@ def rate_text(x: float, top: float) -> str:
 def goal_lines(goals: list[Goal]) -> list[str]:
     lines = ["| goal | met? | detail |", "|---|---|---|"]
     for g in goals:
-        lines.append(f"| {g.text} | {'yes' if g.met else '**no**'} | {g.detail} |")
+        met = "—" if g.met is None else ("yes" if g.met else "**no**")
+        lines.append(f"| {g.text} | {met} | {g.detail} |")
     return lines
 
 
