@@ -111,9 +111,6 @@ def read_runs(folder: Path, manifest: DatasetManifest) -> list[ValidationRun]:
             f"; {failed} failed requests" if failed else ""
         )
         out.append(ValidationRun(run, series_of(run.name), role, doc, evidence))
-    missing = sorted(set(manifest.fit) - {v.name for v in out})
-    if missing:
-        raise DataError(f"--data {folder}: the manifest's fit run {missing[0]!r} is not there")
     return sorted(out, key=lambda v: (v.launch, v.rate, v.name))
 
 
@@ -178,7 +175,14 @@ def prepare(folder: Path, out_dir: Path) -> Study:
         raise DataError(f"--data {folder}: no shipped manifest matches it")
     path, manifest = found
     vruns = read_runs(Path(folder), manifest)
-    choices = [_choice(v, manifest, vruns, Path(out_dir)) for v in manifest.variants]
+    names = {v.name for v in vruns}
+    choices, skipped = [], {}
+    for variant in manifest.variants:
+        absent = sorted(set(variant.serving_fit) - names)
+        if absent and not variant.headline:
+            skipped[variant.name] = f"its fit run {absent[0]} is not in this folder"
+            continue
+        choices.append(_choice(variant, manifest, vruns, Path(out_dir)))
     short = manifest.dataset.split("_")[0]
     return Study(
         dataset=manifest.dataset,
@@ -189,7 +193,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
             f"pagesim validate-vllm --data DATA/{manifest.dataset} --out OUT "
             f"--docs docs/validation_{short}.md"
         ),
-        extra={"manifest": manifest, "manifest_path": path},
+        extra={"manifest": manifest, "manifest_path": path, "skipped": skipped},
         saturation_ttft_s=manifest.saturation_ttft_s,
     )
 
@@ -212,8 +216,13 @@ def goals(study: Study, table: pd.DataFrame) -> list[Goal]:
     manifest: DatasetManifest = study.extra["manifest"]
     saturated = saturated_runs(table, study.saturation_ttft_s)
     out = []
+    skipped = study.extra.get("skipped", {})
     for g in manifest.goals:
         cost = g.cost_model or study.headline.name
+        if cost in skipped:
+            out.append(Goal(f"{cost}: {g.metric.upper()} {g.stat} within ±{g.bound:.0%}", None,
+                            f"not scored: {cost} not replayed ({skipped[cost]})"))  # fmt: skip
+            continue
         rows = table[
             (table["cost_model"] == cost)
             & (table["metric"] == g.metric)

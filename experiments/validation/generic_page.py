@@ -89,6 +89,8 @@ def variant_lines(study: Study) -> list[str]:
             f"| {v.name} | {'yes' if v.headline else ''} | `{v.decided_at}` | "
             f"{'**yes**' if v.post_hoc else 'no'} | {'; '.join(what) or '—'} |"
         )
+    for name, why in study.extra.get("skipped", {}).items():
+        lines.append(f"\nNot replayed: `{name}`, {why}.")
     return lines
 
 
