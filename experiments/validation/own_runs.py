@@ -7,16 +7,25 @@ Scenario: you benchmarked your server at several request rates with ``vllm bench
     model: llama-3.1-8b            # a pagesim model name, a Hugging Face id, or the path
                                    # of the model's config.json (relative to this file)
     gpu: h100-sxm                  # a pagesim GPU name
-    profile: h100-sxm-vidur        # the kernel profile (a shipped name or a path; default:
-                                   # the GPU's analytic roofline)
+    profile: h100-sxm-vidur        # the step profile (a shipped name or a path, e.g. the
+                                   # profiles/serving/profile.yaml a validation of another
+                                   # folder wrote; default: with vllm_version, the rule for an
+                                   # unseen server, else the GPU's analytic roofline)
+    vllm_version: 0.23.0           # optional: your server's release (its defaults, pool rule
+                                   # and step rules apply; runs vllm-v1)
     scheduler: vllm-v1             # vllm-v1 for vLLM V1 (0.6 and later), vllm for v0
     server_args: "--max-num-seqs 256 --max-num-batched-tokens 8192"   # your server's flags
     server: vLLM 0.19 on our H100  # what to call it
     fit: [run-2.json]              # optional: the runs the serving path is fitted on
-    runs: [run-2.json, run-4.json] # optional: the result files (default: every *.json)
+    runs: [run-2.json, run-4.json] # optional: the runs, files or folders (default: every
+                                   # *.json here and every folder holding a BLIS trace.yaml)
     saturation_ttft_s: 1.0         # optional: the TTFT p50 whose crossing is saturation
     intervals:                     # optional: intervals around the headline (docs/intervals.md)
       {nominal: 0.9, replicates: 20, sources: [cost, serving], seed: 0}
+
+A run is any record format pagesim reads (``pagesim.records``): a ``vllm bench serve`` JSON,
+a BLIS trace v3 folder (``trace.yaml`` + ``trace.csv[.gz]``), ...; its name is its path in
+the folder. With ``fit: []`` every run is held out and only the headline is scored.
 
 ``pagesim validate-vllm --data FOLDER --out OUT`` then validates pagesim on your server the
 way it validates the published runs: every run replayed with your server's settings and
@@ -24,7 +33,10 @@ its exact requests (send times, prompt and output lengths), the results in
 ``validation.csv`` (each run ``held_out``, or ``fit`` where the serving path was fitted on
 it), the page and its chart. Cost models:
 
-- ``kernels``: the profile alone (nothing fitted on your runs);
+- ``kernels``: the profile alone (nothing fitted on your runs); with ``vllm_version`` and no
+  ``profile``, the rule for a server pagesim has not seen
+  (``simulator/costmodel/headline_rule.py``: the GPU's compiled whole steps pooled per layer,
+  the host's time per step overlapped under async scheduling);
 - ``serving`` (the headline, where ``fit`` names runs): the profile plus your server's
   serving path fitted on the fit runs' records, written to
   ``OUT/profiles/serving/profile.yaml``: on a V1 server over the batches of each fit run
@@ -74,6 +86,7 @@ class RunsManifest(StrictSpec):
     model: str
     gpu: str
     profile: str | None = None
+    vllm_version: str | None = None
     scheduler: Literal["vllm-v1", "vllm"] = "vllm-v1"
     server_args: str = ""
     server: str = "your vLLM server"
@@ -102,13 +115,23 @@ def load(folder: Path) -> RunsManifest:
     manifest = manifest.model_copy(update={"model": anchored(manifest.model, folder)})
     get_model(manifest.model)
     get_gpu(manifest.gpu)
-    files = manifest.runs or sorted(p.name for p in folder.glob("*.json"))
+    _check_release(manifest, path)
+    if manifest.profile is not None and (folder / manifest.profile).is_file():
+        # a profile path is read relative to the manifest (another folder's fitted profile)
+        manifest = manifest.model_copy(update={"profile": str(folder / manifest.profile)})
+    files = manifest.runs or default_runs(folder)
     if not files:
-        raise DataError(f"{folder}: no vllm bench serve result (*.json) beside {MANIFEST}")
+        raise DataError(
+            f"{folder}: no run beside {MANIFEST} (a vllm bench serve *.json, or a folder with a "
+            "BLIS trace.yaml)"
+        )
+    if len(set(files)) != len(files):
+        twice = next(n for n in files if files.count(n) > 1)
+        raise ConfigError(f"{path}: runs: {twice!r} is listed twice")
     for key, names in (("runs", files), ("fit", manifest.fit)):
         for name in names:
-            if not (folder / name).is_file():
-                raise ConfigError(f"{path}: {key}: no file {name!r} in {folder}")
+            if not (folder / name).exists():
+                raise ConfigError(f"{path}: {key}: no file or folder {name!r} in {folder}")
     if manifest.intervals is not None and len(files) < 2:
         raise ConfigError(
             f"{path}: intervals: their conformal factor is fitted on the other runs (leave one "
@@ -120,6 +143,40 @@ def load(folder: Path) -> RunsManifest:
     return manifest.model_copy(update={"runs": files})
 
 
+def default_runs(folder: Path) -> list[str]:
+    """Every ``*.json`` beside the manifest and every folder below holding a BLIS trace."""
+    files = sorted(p.name for p in folder.glob("*.json"))
+    traces = sorted(p.parent.relative_to(folder).as_posix() for p in folder.glob("**/trace.yaml"))
+    return files + [t for t in traces if t != "."]
+
+
+def _check_release(manifest: RunsManifest, path: Path) -> None:
+    if manifest.vllm_version is None:
+        return
+    from pagesim.simulator.vllm_releases import check_modelled
+
+    try:
+        check_modelled(manifest.vllm_version, key="vllm_version")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if manifest.scheduler != "vllm-v1":
+        raise ConfigError(
+            f"{path}: vllm_version {manifest.vllm_version} runs vLLM's V1 engine: scheduler must "
+            f"be vllm-v1, got {manifest.scheduler!r}"
+        )
+
+
+def step_profile(manifest: RunsManifest) -> tuple[str | None, dict]:
+    """The step profile and the settings it comes with: the manifest's profile, or with a
+    release and no profile the rule for an unseen server (its host profile too)."""
+    if manifest.profile is not None or manifest.vllm_version is None:
+        return manifest.profile, {}
+    from pagesim.simulator.costmodel.headline_rule import unseen_settings
+
+    rule = unseen_settings(manifest.gpu)
+    return rule.pop("hardware.profile"), rule
+
+
 def _model_name(manifest: RunsManifest) -> str:
     """The model the page names: a shipped name as given, a config's own name."""
     from pagesim.simulator.model_gpu_specs import get_model
@@ -129,9 +186,11 @@ def _model_name(manifest: RunsManifest) -> str:
 
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
     from pagesim.experiments.validation.bench import replay_doc, server_settings
-    from pagesim.records.bench_json import read_vllm_bench_json
+    from pagesim.records.registry import read_run
 
     settings = server_settings(manifest.server_args)
+    if manifest.vllm_version is not None:
+        settings["server.vllm_version"] = manifest.vllm_version
     doc = replay_doc(
         model=manifest.model,
         gpu=manifest.gpu,
@@ -143,7 +202,7 @@ def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
     doc["hardware"].pop("profile", None)
     runs = []
     for name in manifest.runs or []:
-        run = read_vllm_bench_json(folder / name, NAME)
+        run = read_run(folder / name, dataset=NAME, **_read_kwargs(folder / name, folder))
         runs.append(
             ValidationRun(
                 run=run,
@@ -156,12 +215,19 @@ def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
     return sorted(runs, key=lambda v: (v.rate, v.name))
 
 
+def _read_kwargs(path: Path, folder: Path) -> dict:
+    """A BLIS trace is named by its path in the folder; the other formats by their file."""
+    from pagesim.records.registry import format_of
+
+    return {"root": folder} if format_of(path) == "blis-trace-v3" else {}
+
+
 def _kernels(manifest: RunsManifest, vrun: ValidationRun):
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     return cost_model_for(
-        manifest.profile,
+        step_profile(manifest)[0],
         get_model(manifest.model),
         get_gpu(manifest.gpu),
         tensor_parallel=int(vrun.settings["hardware"].get("tensor_parallel", 1)),
@@ -217,21 +283,26 @@ def fit_serving(manifest: RunsManifest, fit_runs: list[ValidationRun]):
             "median TTFT of their least-queued requests"
         )
     profile = serving_profile(
-        fit, manifest.profile, manifest.gpu, command=command, server=manifest.server, origin=origin
-    )
+        fit, step_profile(manifest)[0], manifest.gpu, command=command, server=manifest.server,
+        origin=origin,
+    )  # fmt: skip
     return fit, profile
 
 
 def prepare(folder: Path, out_dir: Path) -> Study:
     manifest = load(Path(folder))
     vruns = read_runs(Path(folder), manifest)
-    base = manifest.profile or "analytic"
+    profile, rule = step_profile(manifest)
+    base = profile or "analytic"
+    if rule or (manifest.profile is None and manifest.vllm_version is not None):
+        base = f"the rule for an unseen server ({base})"
     cost_models = [
         CostModelChoice(
             "kernels",
-            manifest.profile,
+            profile,
             headline=not manifest.fit,
             note=f"{base} alone; nothing fitted on these runs",
+            settings=rule,
         )
     ]
     extra: dict = {"manifest": manifest}
@@ -245,6 +316,7 @@ def prepare(folder: Path, out_dir: Path) -> Study:
                 str(path),
                 headline=True,
                 note=f"{base} plus the serving path fitted on {', '.join(manifest.fit)}",
+                settings=rule,
             )
         )
     if manifest.scheduler == "vllm-v1":

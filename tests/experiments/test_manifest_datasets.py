@@ -155,3 +155,26 @@ def test_the_vllm023_pool_is_within_3_percent_of_the_logged_one(vllm023):
     study, *_ = vllm023
     predicted, logged = study.extra["pool"]
     assert logged == 18038 and abs(predicted / logged - 1) <= 0.03
+
+
+def test_your_own_blis_runs_with_a_release_and_a_config_are_validated(tmp_path):
+    """pagesim-runs.yaml naming the model by its config.json and the release: every BLIS trace
+    folder is a run named by its path, held out, priced by the rule for an unseen server."""
+    from pagesim.simulator.model_catalog import CONFIG_DIR
+
+    folder = tmp_path / "mine"
+    for rate in (2, 4):
+        write_blis(folder / "sweep" / f"r{rate}rps", _rows(rate))
+    (folder / "model").mkdir()
+    (folder / "model" / "config.json").write_text((CONFIG_DIR / "llama-3.1-8b.json").read_text())
+    (folder / "pagesim-runs.yaml").write_text(
+        "model: model/config.json\ngpu: h100-sxm\nvllm_version: 0.23.0\nfit: []\n"
+        "server_args: --max-num-seqs 64 --max-model-len 8192\n"
+    )
+    study, table, goals, replays = run_validation(folder, tmp_path / "out")
+    assert [v.name for v in study.runs] == ["sweep/r2rps", "sweep/r4rps"]
+    assert set(table["role"]) == {"held_out"} and study.headline.name == "kernels"
+    assert study.headline.profile == "h100-sxm-compiled-steps"
+    assert study.runs[0].settings["server"]["vllm_version"] == "0.23.0"
+    text = page_text(study, table, goals, replays)
+    assert "rule for an unseen server" in text
