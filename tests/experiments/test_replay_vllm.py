@@ -378,7 +378,7 @@ def test_validate_vllm_on_your_own_runs(tmp_path, capsys):
     manifest["fit"] = ["run-4.json"]
     (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
     assert main(["validate-vllm", "--data", str(folder), "--out", str(tmp_path / "o2")]) != 0
-    assert "fit: no file 'run-4.json'" in capsys.readouterr().err
+    assert "fit: no file or folder 'run-4.json'" in capsys.readouterr().err
     manifest["fit"], manifest["sheduler"] = ["run-3.json"], "vllm"
     (folder / "pagesim-runs.yaml").write_text(yaml.safe_dump(manifest))
     assert main(["validate-vllm", "--data", str(folder), "--out", str(tmp_path / "o3")]) != 0

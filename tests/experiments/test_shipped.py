@@ -21,7 +21,7 @@ EXPECTED = {
     "paper_fig14b", "paper_fig16", "paper_fig17", "paper_fig18b", "paper_fig19", "paper_fig13",
     "paper_fig15", "paper_fig12_sharegpt_serving", "paper_fig13_serving",
     "paper_fig12_66b_sharegpt", "paper_fig12_66b_alpaca", "paper_fig12_175b_sharegpt",
-    "paper_fig12_175b_alpaca", "paper_fig12_alpaca_serving", "paper_fig13b",
+    "paper_fig12_175b_alpaca", "paper_fig12_alpaca_serving", "paper_fig13b", "fleet_routers",
 }  # fmt: skip
 _SHAREGPT_PAPER = ("sharegpt-paper", ("paper_artifact", "sharegpt_opt_lengths.csv"))
 _ALPACA_5000 = ("alpaca-5000", ("alpaca", "alpaca_5000.json"))
