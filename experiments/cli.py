@@ -231,6 +231,7 @@ def _cmd_replay_vllm(args: argparse.Namespace) -> int:
         fit_serving=args.fit_serving,
         server=args.server,
         fit_fraction=args.fit_fraction,
+        vllm_version=args.vllm_version,
     )
     for label, path in written.items():
         print(f"{label}: {path}")
@@ -415,15 +416,15 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
         formatter_class=fmt,
     )
     rv.add_argument("result", help="a vllm bench serve result saved with --save-detailed")
-    rv.add_argument("--model", required=True, help="the model served (a pagesim model name)")
-    rv.add_argument("--gpu", required=True, help="the GPU it ran on (a pagesim GPU name)")
-    rv.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
-    rv.add_argument("--scheduler", default="vllm", help="scheduler kind (default vllm)")
+    _add_server_flags(rv)
     rv.add_argument(
-        "--server-args", default="", help="the vLLM server's flags, quoted as one string"
-    )
-    rv.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="any other RunSpec key"
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other RunSpec key; arrivals.time_scale or arrivals.rate_req_s re-space the "
+        "recorded send times; what a replay cannot follow (workload.*, other arrivals.*) is "
+        "refused naming what to use instead",
     )
     rv.add_argument(
         "--scheduler-alone",
@@ -453,6 +454,41 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     )
     rv.add_argument("--out", required=True, help="output folder")
     rv.set_defaults(func=_cmd_replay_vllm)
+
+
+def _add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that describe a vLLM server (replay-vllm, capacity)."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="the model served (a pagesim model name; default: the one --server-args or the "
+        "result's model_id names)",
+    )
+    parser.add_argument(
+        "--gpu",
+        required=True,
+        help="the GPU it ran on: a pagesim GPU name or as nvidia-smi prints it (H100, "
+        "'NVIDIA H100 80GB HBM3', A100-SXM4-80GB)",
+    )
+    parser.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
+    parser.add_argument(
+        "--vllm-version",
+        default=None,
+        metavar="X.Y.Z",
+        help="the vLLM release served (default: the result's vllm_version field, if any): "
+        "its V1 scheduler and defaults run",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        help="scheduler kind without a release (default vllm, vLLM v0; vllm-v1 for V1)",
+    )
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help="the server's command line (`vllm serve` flags, quoted as one string): the flags "
+        "pagesim models are applied, the others listed as not modelled",
+    )
 
 
 def _register_crosscheck_splitwise(subparsers: argparse._SubParsersAction, fmt) -> None:

@@ -4,8 +4,10 @@ Scenario: you ran ``vllm bench serve ... --save-result --save-detailed`` against
 server. The command reads that JSON (:func:`~pagesim.workloads.record_readers.
 read_vllm_bench_json`: each request's send time, prompt and output lengths, TTFT and
 token gaps), replays exactly those requests through pagesim with the settings your server
-ran with (``--server-args``, vLLM's own flags, mapped by :data:`SERVER_ARGS`; ``--set``
-for anything else), and writes:
+ran with (``--server-args``, the server's command line as it is:
+:mod:`.server_desc` and :mod:`.server_args` say what is applied and what is not modelled;
+``--vllm-version`` names the release, whose V1 scheduler and defaults then run; ``--set``
+for any other RunSpec key, each acting or refused: :mod:`.replay_settings`), and writes:
 
 - ``validation.csv`` (:mod:`.vcsv`, the format of every validation: your run is one more
   dataset, role ``held_out``: nothing is fitted on it);
@@ -37,7 +39,6 @@ profile (``validation.csv`` rows per part, cost model ``<profile>+serving-fit``)
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from pathlib import Path
 from typing import Any
@@ -47,67 +48,16 @@ import pandas as pd
 
 from pagesim.errors import ConfigError
 
-#: vLLM engine flag -> (RunSpec path, type); ``--num-gpu-blocks-override`` sets the pool
-SERVER_ARGS: dict[str, tuple[str, type]] = {
-    "--max-num-seqs": ("scheduler.max_num_seqs", int),
-    "--max-num-batched-tokens": ("scheduler.max_num_batched_tokens", int),
-    "--block-size": ("allocator.block_size", int),
-    "--gpu-memory-utilization": ("hardware.gpu_memory_utilization", float),
-    "--swap-space": ("allocator.swap_space_gib", float),
-    "--tensor-parallel-size": ("hardware.tensor_parallel", int),
-    "-tp": ("hardware.tensor_parallel", int),
-    "--max-model-len": ("max_model_len", int),
-    "--num-gpu-blocks-override": ("hardware.kv_blocks", int),
-    "--max-paddings": ("scheduler.max_paddings", int),
-}
-#: vLLM boolean flags -> (RunSpec path, value)
-SERVER_FLAGS: dict[str, tuple[str, Any]] = {
-    "--enable-prefix-caching": ("allocator.prefix_caching", True),
-    "--no-enable-prefix-caching": ("allocator.prefix_caching", False),
-    # vllm-v1 only (vLLM's default from v0.14.0 is on; pagesim's is off: say it)
-    "--async-scheduling": ("scheduler.async_scheduling", True),
-    "--no-async-scheduling": ("scheduler.async_scheduling", False),
-}
 DATASET = "vllm-bench-serve"
 PAGE_NAME = "replay.md"
 CHART_NAME = "replay.png"
 JSON_NAME = "pagesim_vllm_bench.json"
 
 
-def server_settings(server_args: str) -> dict[str, Any]:
-    """``--server-args`` (vLLM's flags, as one string) as RunSpec paths and values."""
-    parser = argparse.ArgumentParser(prog="--server-args", add_help=False, exit_on_error=False)
-    for flag, (_, kind) in SERVER_ARGS.items():
-        parser.add_argument(flag, type=kind, dest=flag)
-    for flag in SERVER_FLAGS:
-        parser.add_argument(flag, action="store_true", dest=flag)
-    try:
-        known, unknown = parser.parse_known_args(shlex.split(server_args))
-    except (argparse.ArgumentError, ValueError) as exc:
-        raise ConfigError(f"--server-args: {exc}") from None
-    if unknown:
-        allowed = ", ".join([*SERVER_ARGS, *SERVER_FLAGS])
-        raise ConfigError(
-            f"--server-args: {unknown[0]!r} is not a flag pagesim replays; known: {allowed} "
-            "(set anything else with --set KEY=VALUE)"
-        )
-    out: dict[str, Any] = {}
-    for flag, value in vars(known).items():
-        if flag in SERVER_FLAGS:
-            if value:
-                path, setting = SERVER_FLAGS[flag]
-                out[path] = setting
-        elif value is not None:
-            out[SERVER_ARGS[flag][0]] = value
-    if "scheduler.max_paddings" in out:
-        out["scheduler.prefill_padding"] = True
-    return out
-
-
 def async_note(settings: dict[str, Any], replays: str, flags: str) -> list[str]:
-    """A V1 page's line when ``settings`` (``server_settings``' paths) leave async
-    scheduling unsaid: pagesim's default is off, vLLM's (from v0.14.0) on."""
-    if "scheduler.async_scheduling" in settings:
+    """A V1 page's line when ``settings`` (RunSpec paths) leave async scheduling unsaid and
+    name no release: pagesim's default is then off, vLLM's (from v0.14.0) on."""
+    if "scheduler.async_scheduling" in settings or settings.get("server.vllm_version"):
         return []
     return [
         "",
@@ -157,26 +107,103 @@ def replay_vllm(
     result_json: str | Path,
     out_dir: str | Path,
     *,
-    model: str,
+    model: str | None = None,
     gpu: str,
     profile: str | None = None,
-    scheduler: str = "vllm",
+    scheduler: str | None = None,
     server_args: str = "",
     overrides: dict[str, Any] | None = None,
     scheduler_alone: bool = False,
     fit_serving: str | Path | None = None,
     server: str = "a vLLM V1 server",
     fit_fraction: float = 1.0,
+    vllm_version: str | None = None,
 ) -> dict[str, Path]:
     """Replay a ``vllm bench serve`` result (module docstring); the files written."""
     import json
 
-    from pagesim.experiments.validation import vcsv
+    from pagesim.experiments.validation.replay_settings import split_replay_settings
+    from pagesim.experiments.validation.server_desc import describe_server
     from pagesim.simulator import simulate
     from pagesim.simulator.spec import run_spec_from_dict
-    from pagesim.simulator.vllm_metrics import vllm_bench_result
     from pagesim.workloads.record_readers import read_vllm_bench_json
 
+    path = Path(result_json)
+    run = read_vllm_bench_json(path, DATASET)
+    raw = json.loads(path.read_text())
+    spec_overrides, send = split_replay_settings(overrides or {}, run.rate_req_s)
+    desc = describe_server(
+        model=model, gpu=gpu, profile=profile, scheduler=scheduler, server_args=server_args,
+        vllm_version=vllm_version, overrides=spec_overrides, raw=raw,
+    )  # fmt: skip
+    _check_modes(desc.scheduler, scheduler_alone, fit_serving, fit_fraction, send.factor)
+    given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
+    spec = run_spec_from_dict(desc.run_doc(), "--server-args" + (f" / {given}" if given else ""))
+    result = simulate(spec, trace=send.trace(run))
+    _check_served(result.requests)
+    cost_name = profile or "analytic"
+    measured = run.latencies()
+    ids = dict(dataset=DATASET, run=run.name, rate=run.rate_req_s, role="held_out")
+    launch = "given" if send.factor == 1.0 else f"send times x{send.factor:.4g}"
+    rows = vcsv_rows(result.requests, measured, ids, launch, cost_name)
+    alone_lines: list[str] = []
+    alone_requests = None
+    fitted: dict[str, Path] = {}
+    if scheduler_alone:
+        extra_rows, alone_lines, alone_requests, recorded = _scheduler_alone(
+            spec, run, measured, cost_name
+        )
+        rows += extra_rows
+        if fit_serving is not None:
+            fitted, fit_rows = _fit_serving(
+                run, recorded.log, spec, Path(fit_serving), profile=profile, gpu=desc.gpu,
+                server=server, command=_fit_command(path, desc, server_args, overrides, server,
+                fit_fraction), fraction=fit_fraction,
+                ids=dict(dataset=DATASET, rate=run.rate_req_s, launch="given"), cost_name=cost_name,
+            )  # fmt: skip
+            rows += fit_rows
+            alone_lines += [
+                "",
+                f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
+                f"(`{fitted['report']}`).",
+            ]
+    written = _write_outputs(
+        Path(out_dir), rows, result, spec, run, raw, path, measured, alone_requests, cost_name
+    )
+    lines = _page_lines(path, run, raw, result, spec, desc, written.pop("metrics"), send.note,
+                        filled=written.pop("filled"), cost_name=cost_name)  # fmt: skip
+    written.update(fitted)
+    written["page"] = Path(out_dir) / PAGE_NAME
+    written["page"].write_text("\n".join(lines + alone_lines))
+    return written
+
+
+def _check_served(req: pd.DataFrame) -> None:
+    """Every recorded request was served by the server: a replay that leaves one unserved
+    (settings that cannot hold it) compares nothing; refused before anything is written."""
+    lost = req[req["status"] != "finished"]
+    if len(lost):
+        raise ConfigError(
+            f"{len(lost)} of {len(req)} recorded requests were not served in the replay "
+            f"(request {int(lost['request_id'].iloc[0])}: {lost['reason'].iloc[0]}); the server "
+            "served them all: check --server-args and --set (max_model_len, the pool, the budget)"
+        )
+
+
+def vcsv_rows(req, measured, ids: dict, launch: str, cost_name: str) -> list[dict]:
+    """The replay's validation.csv rows (the headline: the profile's)."""
+    from pagesim.experiments.validation import vcsv
+
+    return vcsv.latency_rows(
+        req, measured, **ids, launch=launch, cost_model=cost_name, headline=True
+    )
+
+
+def _check_modes(
+    scheduler: str, scheduler_alone: bool, fit_serving, fit_fraction: float, factor: float
+) -> None:
+    """The combinations of ``--scheduler-alone``, ``--fit-serving``, ``--fit-fraction`` and
+    scaled send times that make sense, or a one-line ConfigError."""
     if not 0.0 < fit_fraction <= 1.0:
         raise ConfigError(f"--fit-fraction: must be in (0, 1], got {fit_fraction}")
     if fit_fraction != 1.0 and fit_serving is None:
@@ -193,97 +220,47 @@ def replay_vllm(
             f"--scheduler-alone reads the step times as a V1 server's (every step gives every "
             f"decoding request a token): it needs --scheduler vllm-v1, not {scheduler!r}"
         )
-    path = Path(result_json)
-    run = read_vllm_bench_json(path, DATASET)
-    raw = json.loads(path.read_text())
-    settings = {**server_settings(server_args), **(overrides or {})}
-    doc = replay_doc(model=model, gpu=gpu, profile=profile, scheduler=scheduler, settings=settings)
-    given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
-    spec = run_spec_from_dict(doc, "--server-args" + (f" / {given}" if given else ""))
-    result = simulate(spec, trace=run.trace())
-    req = result.requests
-    cost_name = profile or "analytic"
-    measured = run.latencies()
-    rows = vcsv.latency_rows(
-        req,
-        measured,
-        dataset=DATASET,
-        run=run.name,
-        rate=run.rate_req_s,
-        launch="given",
-        role="held_out",
-        cost_model=cost_name,
-        headline=True,
-    )
-    alone_lines: list[str] = []
-    alone_requests = None
-    recorded = None
-    if scheduler_alone:
-        extra_rows, alone_lines, alone_requests, recorded = _scheduler_alone(
-            spec, run, measured, cost_name
+    if scheduler_alone and factor != 1.0:
+        raise ConfigError(
+            "--scheduler-alone replays the run under its own step times, which belong to its "
+            "recorded send times: not with arrivals.time_scale or arrivals.rate_req_s"
         )
-        rows += extra_rows
-    fitted: dict[str, Path] = {}
-    if fit_serving is not None:
-        fitted, fit_rows = _fit_serving(
-            run,
-            recorded.log,
-            spec,
-            Path(fit_serving),
-            profile=profile,
-            gpu=gpu,
-            server=server,
-            command=_fit_command(
-                path, model, gpu, profile, server_args, overrides, server, fit_fraction
-            ),
-            fraction=fit_fraction,
-            ids=dict(dataset=DATASET, rate=run.rate_req_s, launch="given"),
-            cost_name=cost_name,
-        )
-        rows += fit_rows
-        alone_lines += [
-            "",
-            f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
-            f"(`{fitted['report']}`).",
-        ]
-    out_dir = Path(out_dir)
+
+
+def _write_outputs(
+    out_dir: Path, rows, result, spec, run, raw, path, measured, alone_requests, cost_name
+) -> dict:
+    """validation.csv, the JSON and the chart; the metric table and the statistics filled
+    from the arrays, for the page."""
+    import json
+
+    from pagesim.experiments.validation import vcsv
+    from pagesim.simulator.vllm_metrics import vllm_bench_result
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = vcsv.frame(rows)
-    written = {"csv": vcsv.write(table, out_dir)}
+    written: dict[str, Any] = {"csv": vcsv.write(vcsv.frame(rows), out_dir)}
     sim_json = vllm_bench_result(result, spec.metrics, label="pagesim replay")
     written["json"] = out_dir / JSON_NAME
     written["json"].write_text(json.dumps(sim_json, indent=1))
     filled = _aggregates_from_arrays(raw, measured, sim_json)
-    metrics = metric_table({**raw, **filled}, sim_json)
-    written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name, alone_requests)
-    lines = _page_lines(
-        path,
-        run,
-        raw,
-        result,
-        settings,
-        metrics,
-        filled=sorted(filled),
-        model=model,
-        gpu=gpu,
-        scheduler=scheduler,
-        cost_name=cost_name,
+    written["metrics"] = metric_table({**raw, **filled}, sim_json)
+    written["filled"] = sorted(filled)
+    written["chart"] = _chart(
+        measured, result.requests, out_dir / CHART_NAME, run.name, alone_requests
     )
-    written.update(fitted)
-    written["page"] = out_dir / PAGE_NAME
-    written["page"].write_text("\n".join(lines + alone_lines))
     return written
 
 
-def _fit_command(path, model, gpu, profile, server_args, overrides, server, fraction) -> str:
+def _fit_command(path, desc, server_args, overrides, server, fraction) -> str:
     """The command a fitted profile records (the result's file name, not its path)."""
-    argv = ["pagesim", "replay-vllm", Path(path).name, "--model", model, "--gpu", gpu]
+    argv = ["pagesim", "replay-vllm", Path(path).name, "--model", desc.model, "--gpu", desc.gpu]
+    profile = desc.profile
     if profile:
         argv += [
             "--profile",
             Path(profile).name if profile.endswith((".yaml", ".yml")) else profile,
         ]
-    argv += ["--scheduler", "vllm-v1"]
+    argv += ["--vllm-version", desc.version] if desc.version else ["--scheduler", "vllm-v1"]
     if server_args:
         argv += ["--server-args", server_args]
     for key, value in (overrides or {}).items():
@@ -583,27 +560,32 @@ def _aggregates_from_arrays(
 
 
 def _page_lines(
-    path, run, raw, result, settings, metrics, *, filled, model, gpu, scheduler, cost_name
+    path, run, raw, result, spec, desc, metrics, send_note, *, filled, cost_name
 ) -> list[str]:
-    """replay.md: the run, the settings replayed, every metric beside the measured one."""
+    """replay.md: the run, the server as replayed, every metric beside the measured one."""
     from pagesim.experiments.validation import vcsv
 
+    hw = spec.hardware
+    settings = desc.settings
     lines = [
         f"# Replay of {path.name}",
         "",
         f"{run.num_requests} requests at {run.rate_req_s:g} req/s "
         f"({raw.get('model_id', 'model not named')}, {raw.get('backend', 'backend not named')}), "
-        f"replayed by pagesim as `{model}` on `{gpu}`, scheduler `{scheduler}`, cost model "
-        f"{result.notes.get('cost_model_description', cost_name)}. Nothing of this replay's cost "
-        "model is fitted on this run.",
+        f"replayed by pagesim as `{hw.model}` on `{hw.gpu}`, scheduler `{spec.scheduler.kind}`, "
+        f"cost model {result.notes.get('cost_model_description', cost_name)}. Nothing of this "
+        "replay's cost model is fitted on this run.",
         "",
         "Settings replayed: "
         + (", ".join(f"`{k}: {v}`" for k, v in sorted(settings.items())) or "pagesim's defaults")
         + ".",
+        *desc.page_lines(),
     ]
     if "arrivals" in run.meta:
         lines += ["", f"Send times: {run.meta['arrivals']}."]
-    if scheduler == "vllm-v1":
+    if send_note:
+        lines += ["", f"Send times: {send_note}."]
+    if spec.scheduler.kind == "vllm-v1":
         lines += async_note(settings, "this replay", "`--server-args`")
     lines += [
         "",

@@ -95,10 +95,11 @@ def load(folder: Path) -> RunsManifest:
         manifest = RunsManifest.model_validate(doc)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from None
-    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+    from pagesim.simulator.gpu_names import resolve_gpu
+    from pagesim.simulator.model_gpu_specs import get_model
 
     get_model(manifest.model)
-    get_gpu(manifest.gpu)
+    manifest = manifest.model_copy(update={"gpu": resolve_gpu(manifest.gpu, key=f"{path}: gpu")})
     files = manifest.runs or sorted(p.name for p in folder.glob("*.json"))
     if not files:
         raise DataError(f"{folder}: no vllm bench serve result (*.json) beside {MANIFEST}")
@@ -118,10 +119,11 @@ def load(folder: Path) -> RunsManifest:
 
 
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
-    from pagesim.experiments.validation.bench import replay_doc, server_settings
+    from pagesim.experiments.validation.bench import replay_doc
+    from pagesim.experiments.validation.server_args import server_settings
     from pagesim.workloads.record_readers import read_vllm_bench_json
 
-    settings = server_settings(manifest.server_args)
+    settings = server_settings(manifest.server_args, v1=manifest.scheduler == "vllm-v1")
     doc = replay_doc(
         model=manifest.model,
         gpu=manifest.gpu,
@@ -326,9 +328,12 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         f"runs' settings replayed: {_settings_text(study)}.",
     ]
     if manifest.scheduler == "vllm-v1":
-        from pagesim.experiments.validation.bench import async_note, server_settings
+        from pagesim.experiments.validation.bench import async_note
+        from pagesim.experiments.validation.server_args import server_settings
 
-        lines += async_note(server_settings(manifest.server_args), "these replays", "`server_args`")
+        lines += async_note(
+            server_settings(manifest.server_args, v1=True), "these replays", "`server_args`"
+        )
     fit = study.extra.get("fit")
     if fit is not None:
         from pagesim.calibrate.serving_v1 import form_lines

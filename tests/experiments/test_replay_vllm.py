@@ -11,7 +11,8 @@ import pytest
 from pagesim.cli import main
 from pagesim.errors import ConfigError
 from pagesim.experiments.validation import vcsv
-from pagesim.experiments.validation.bench import JSON_NAME, PAGE_NAME, server_settings
+from pagesim.experiments.validation.bench import JSON_NAME, PAGE_NAME
+from pagesim.experiments.validation.server_args import server_settings
 
 
 def _result(tmp_path, n=30, seed=0):
@@ -89,8 +90,10 @@ def test_server_args_map_to_run_spec_keys_and_unknown_ones_are_named():
     }
     assert server_settings("--async-scheduling") == {"scheduler.async_scheduling": True}
     assert server_settings("--no-async-scheduling") == {"scheduler.async_scheduling": False}
-    with pytest.raises(ConfigError, match="'--speculative-model' is not a flag pagesim replays"):
-        server_settings("--speculative-model x")
+    # a flag pagesim does not model is kept aside (the page lists it), not applied
+    assert server_settings("--speculative-model x --max-num-seqs 8") == {
+        "scheduler.max_num_seqs": 8
+    }
     with pytest.raises(ConfigError, match="--server-args"):
         server_settings("--max-num-seqs many")
 
