@@ -248,7 +248,7 @@ def _cmd_crosscheck_splitwise(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``run``, ``validate``, ``validate-vllm``, ``replay-vllm``,
-    ``crosscheck-splitwise`` and ``list``."""
+    ``crosscheck-splitwise``, ``list`` and ``capacity``."""
     fmt = argparse.RawDescriptionHelpFormatter
     _register_run(subparsers, fmt)
     _register_validate(subparsers, fmt)
@@ -256,6 +256,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _register_replay_vllm(subparsers, fmt)
     _register_crosscheck_splitwise(subparsers, fmt)
     _register_list(subparsers, fmt)
+    from pagesim.experiments.capacity.cli import register as register_capacity
+
+    register_capacity(subparsers)
 
 
 def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
@@ -456,7 +459,7 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     rv.set_defaults(func=_cmd_replay_vllm)
 
 
-def _add_server_flags(parser: argparse.ArgumentParser) -> None:
+def _add_server_flags(parser: argparse.ArgumentParser, *, gpu_required: bool = True) -> None:
     """The flags that describe a vLLM server (replay-vllm, capacity)."""
     parser.add_argument(
         "--model",
@@ -466,7 +469,7 @@ def _add_server_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gpu",
-        required=True,
+        required=gpu_required,
         help="the GPU it ran on: a pagesim GPU name or as nvidia-smi prints it (H100, "
         "'NVIDIA H100 80GB HBM3', A100-SXM4-80GB)",
     )
