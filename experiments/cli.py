@@ -171,11 +171,12 @@ def _ray_for_suite(args: argparse.Namespace):
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pagesim.experiments.points import expand_runs
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment_points, preflight_points
+    from pagesim.experiments.validate import dry_draw, load_experiment_points, preflight_points
 
     path = resolve_experiment(args.experiment)
     spec, points = load_experiment_points(path, quick=args.quick)
     preflight_points(points, str(path))  # everything run would reject before simulating
+    dry_draw(spec, str(path))  # and every chart drawn on a stand-in of its results
     runs = expand_runs(spec)
     print(
         f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"
