@@ -135,22 +135,40 @@ def command_line(
     return "pagesim calibrate fit-serving " + shlex.join(argv) + " --out OUT"
 
 
+def _zero_fit(fit, runs, kernels, args: argparse.Namespace) -> list[str]:
+    """The report's paragraph when every coefficient came out 0 (calibrate/serving_checks.py)."""
+    import numpy as np
+    import pandas as pd
+
+    from pagesim.calibrate.serving import Coefficients, decode_time_errors
+    from pagesim.calibrate.serving_checks import all_zero, zero_fit_lines
+
+    c = fit.chosen.coefs
+    if not all_zero({**c.step, "prefill": c.s_per_prefill_token, "delay": c.frontend_delay_s}):
+        return []
+    d = pd.concat(
+        [decode_time_errors(r, kernels, Coefficients({}), padding=fit.padding) for r in runs]
+    )
+    err = {
+        k: np.nanmean(d[f"{k}_predicted_s"]) / np.nanmean(d[f"{k}_measured_s"]) - 1
+        for k in ("decode", "ttft")
+    }
+    return zero_fit_lines(
+        decode_error=err["decode"], ttft_error=err["ttft"], gpu=args.gpu, model=args.model
+    )
+
+
 def _fit_serving(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    import numpy as np
-    import pandas as pd
-
     from pagesim.calibrate.external import parse_origins
     from pagesim.calibrate.serving import (
-        Coefficients,
-        decode_time_errors,
         fit_serving,
         report_lines,
         serving_profile,
     )
-    from pagesim.calibrate.serving_checks import all_zero, check_fit_records, zero_fit_lines
+    from pagesim.calibrate.serving_checks import check_fit_records
     from pagesim.files import atomic_write_text
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
@@ -200,16 +218,7 @@ def _fit_serving(args: argparse.Namespace) -> int:
     profile = serving_profile(fit, args.base, args.gpu, command=command, server=args.server)
     out = Path(args.out)
     path = profile.save(out / "profile.yaml")
-    lines = report_lines(fit, runs, kernels)
-    c = fit.chosen.coefs
-    if all_zero({**c.step, "prefill": c.s_per_prefill_token, "delay": c.frontend_delay_s}):
-        d = pd.concat(
-            [decode_time_errors(r, kernels, Coefficients({}), padding=fit.padding) for r in runs]
-        )
-        err = {k: np.nanmean(d[f"{k}_predicted_s"]) / np.nanmean(d[f"{k}_measured_s"]) - 1
-               for k in ("decode", "ttft")}  # fmt: skip
-        lines += zero_fit_lines(decode_error=err["decode"], ttft_error=err["ttft"], gpu=args.gpu,
-                                model=args.model)  # fmt: skip
+    lines = report_lines(fit, runs, kernels) + _zero_fit(fit, runs, kernels, args)
     report = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     s = profile.serving
     print(f"chosen form: {s.form} ({s.describe()})")

@@ -40,14 +40,7 @@ def capacity(
     from pagesim.experiments.capacity.report import write_report
     from pagesim.experiments.capacity.runner import run_capacity
     from pagesim.experiments.capacity.search import parse_precision
-    from pagesim.experiments.capacity.setup import (
-        from_experiment,
-        from_result,
-        grid,
-        parse_gpu_cost,
-        parse_vary,
-        point_gpu,
-    )
+    from pagesim.experiments.capacity.setup import grid, parse_gpu_cost, parse_vary, point_gpu
     from pagesim.experiments.capacity.slo import parse_slo
 
     parsed = parse_slo(slo, goodput)
@@ -56,30 +49,7 @@ def capacity(
         raise ConfigError(f"--seeds {seeds}: at least 1")
     points_values = parse_vary(list(vary or []))
     prices = parse_gpu_cost(gpu_cost)
-    path = Path(source)
-    if path.suffix == ".json":
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file")
-        if not (server or {}).get("gpu"):
-            raise ConfigError("--gpu: give the GPU the result's server ran on (e.g. H100)")
-        found = from_result(
-            path, slo=parsed, server=dict(server or {}), overrides=dict(overrides or {}),
-            workload=workload, num_requests=num_requests, duration_s=duration_s,
-        )  # fmt: skip
-    else:
-        if server:
-            given = ", ".join(f"--{k.replace('_', '-')}" for k, v in server.items() if v)
-            if given:
-                raise ConfigError(
-                    f"{given}: describe a vllm bench serve result's server; an experiment's "
-                    "base is its own server (change it with --set)"
-                )
-        if duration_s is not None:
-            raise ConfigError("--duration-s: with a result's mix; set workload.duration_s instead")
-        found = from_experiment(
-            str(source), slo=parsed, overrides=dict(overrides or {}), workload=workload,
-            num_requests=num_requests,
-        )  # fmt: skip
+    found = _source(source, parsed, server, overrides, workload, num_requests, duration_s)
     if start_rate is not None:
         if not start_rate > 0:
             raise ConfigError(f"--start-rate {start_rate}: must be positive")
@@ -94,3 +64,34 @@ def capacity(
         jobs=jobs, ray_address=ray_address, progress=progress, say=say,
         write=lambda outcome, out: write_report(outcome, out, prices),
     )  # fmt: skip
+
+
+def _source(source, slo, server, overrides, workload, num_requests, duration_s):
+    """The server and mix of a result (``.json``) or an experiment."""
+    from pagesim.experiments.capacity.setup import from_experiment, from_result
+
+    path = Path(source)
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file")
+        if not (server or {}).get("gpu"):
+            raise ConfigError("--gpu: give the GPU the result's server ran on (e.g. H100)")
+        found = from_result(
+            path, slo=slo, server=dict(server or {}), overrides=dict(overrides or {}),
+            workload=workload, num_requests=num_requests, duration_s=duration_s,
+        )  # fmt: skip
+    else:
+        if server:
+            given = ", ".join(f"--{k.replace('_', '-')}" for k, v in server.items() if v)
+            if given:
+                raise ConfigError(
+                    f"{given}: describe a vllm bench serve result's server; an experiment's "
+                    "base is its own server (change it with --set)"
+                )
+        if duration_s is not None:
+            raise ConfigError("--duration-s: with a result's mix; set workload.duration_s instead")
+        found = from_experiment(
+            str(source), slo=slo, overrides=dict(overrides or {}), workload=workload,
+            num_requests=num_requests,
+        )  # fmt: skip
+    return found

@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from pagesim.experiments.cli import _add_server_flags
 
     _add_server_flags(cap, gpu_required=False)
+    _add_search_flags(cap)
+    cap.set_defaults(func=_cmd_capacity)
+
+
+def _add_search_flags(cap: argparse.ArgumentParser) -> None:
+    """The SLOs, the search, the mix, where it runs."""
     cap.add_argument(
         "--slo",
         required=True,
@@ -127,4 +133,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cap.add_argument(
         "--progress", action="store_true", help="show the progress bar even off a terminal"
     )
-    cap.set_defaults(func=_cmd_capacity)

@@ -144,12 +144,11 @@ def replay_vllm(
     _check_modes(desc.scheduler, scheduler_alone, fit_serving, fit_fraction, send.factor)
     if fit_serving is not None:
         check_fit_data(run, fit_fraction)
-    given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
-    spec = run_spec_from_dict(desc.run_doc(), "--server-args" + (f" / {given}" if given else ""))
+    given = "".join(f" / --set {k}={v}" for k, v in (overrides or {}).items())
+    spec = run_spec_from_dict(desc.run_doc(), f"--server-args{given}")
     result = simulate(spec, trace=send.trace(run))
     _check_served(result.requests)
-    cost_name = profile or "analytic"
-    measured = run.latencies()
+    cost_name, measured = profile or "analytic", run.latencies()
     ids = dict(dataset=DATASET, run=run.name, rate=run.rate_req_s, role="held_out")
     launch = "given" if send.factor == 1.0 else f"send times x{send.factor:.4g}"
     rows = vcsv_rows(result.requests, measured, ids, launch, cost_name)

@@ -207,3 +207,42 @@ def test_a_ten_point_search_of_a_thousand_requests_is_fast(tmp_path):
     tried = int(pd.read_csv(out / "capacities.csv")["rates_tried"].iloc[0])
     assert tried >= 8
     assert elapsed < 120, f"{tried} rates of 1,000 requests took {elapsed:.0f} s"
+
+
+def test_an_experiment_base_is_a_source_and_its_sweep_is_not_run(tmp_path):
+    from pagesim.experiments.capacity.api import capacity
+
+    (tmp_path / "exp.yaml").write_text(
+        "name: small\nbase:\n  hardware: {kv_slots: 6000}\n"
+        "  workload: {name: synthetic, num_requests: 150, prompt: {dist: uniform, low: 50, "
+        "high: 400}, output: {dist: uniform, low: 20, high: 120}}\n"
+        "  arrivals: {process: gamma, rate_req_s: 2.0, cv: 2.0}\n"
+        "sweep: {grid: {allocator.block_size: [8, 16, 32]}}\n"
+    )
+    outcome = capacity(tmp_path / "exp.yaml", tmp_path / "out", slo="ttft_p90=500ms",
+                       precision="10%", progress=False)  # fmt: skip
+    (search,) = outcome.searches  # the sweep's three points are not run
+    assert search.is_bracketed and search.start == 2.0
+    assert outcome.source.base_doc["arrivals"]["process"] == "gamma"  # kept: it draws at a rate
+    assert not (tmp_path / "out" / "mix.csv").exists()
+    with pytest.raises(ConfigError, match="an experiment's base is its own server"):
+        capacity(tmp_path / "exp.yaml", tmp_path / "o2", slo="e2el_p90=30s",
+                 server={"gpu": "h100"}, progress=False)  # fmt: skip
+
+
+def test_the_ray_executor_finds_the_same_capacity(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'pagesim[cluster]')")
+    from pagesim.experiments.capacity.api import capacity
+
+    path = _result(tmp_path, n=60)
+    kw = dict(slo="ttft_p99=2s", precision="10%", seeds=2, progress=False,
+              server={"gpu": "a100-80gb", "model": "llama-2-7b"})  # fmt: skip
+    capacity(path, tmp_path / "local", jobs=1, **kw)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        capacity(path, tmp_path / "ray", executor="ray", **kw)
+    finally:
+        ray.shutdown()
+    assert (tmp_path / "ray" / "capacity.csv").read_bytes() == (
+        tmp_path / "local" / "capacity.csv"
+    ).read_bytes()
