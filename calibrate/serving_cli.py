@@ -136,17 +136,47 @@ def command_line(
     return "pagesim calibrate fit-serving " + shlex.join(argv) + " --out OUT"
 
 
+def _zero_fit(fit, runs, kernels, args: argparse.Namespace) -> list[str]:
+    """The report's paragraph when every coefficient came out 0 (calibrate/serving_checks.py)."""
+    import numpy as np
+    import pandas as pd
+
+    from pagesim.calibrate.serving import Coefficients, decode_time_errors
+    from pagesim.calibrate.serving_checks import all_zero, zero_fit_lines
+
+    c = fit.chosen.coefs
+    if not all_zero({**c.step, "prefill": c.s_per_prefill_token, "delay": c.frontend_delay_s}):
+        return []
+    d = pd.concat(
+        [decode_time_errors(r, kernels, Coefficients({}), padding=fit.padding) for r in runs]
+    )
+    err = {
+        k: np.nanmean(d[f"{k}_predicted_s"]) / np.nanmean(d[f"{k}_measured_s"]) - 1
+        for k in ("decode", "ttft")
+    }
+    return zero_fit_lines(
+        decode_error=err["decode"], ttft_error=err["ttft"], gpu=args.gpu, model=args.model
+    )
+
+
 def _fit_serving(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
     from pagesim.calibrate.external import parse_origins
-    from pagesim.calibrate.serving import fit_serving, report_lines, serving_profile
+    from pagesim.calibrate.serving import (
+        fit_serving,
+        report_lines,
+        serving_profile,
+    )
+    from pagesim.calibrate.serving_checks import check_fit_records
     from pagesim.files import atomic_write_text
     from pagesim.simulator.costmodel.factory import cost_model_for
     from pagesim.simulator.model_gpu_specs import get_gpu, get_model
 
     runs = [read_records(p) for p in args.records]
+    for run in runs:
+        check_fit_records(run.name, run.table["prompt_len"], run.table["output_len"])
     paths = [Path(p) for p in args.records]
     origins = parse_origins(args.origin, paths) if args.origin else {}
     kernels = cost_model_for(
@@ -189,9 +219,8 @@ def _fit_serving(args: argparse.Namespace) -> int:
     profile = serving_profile(fit, args.base, args.gpu, command=command, server=args.server)
     out = Path(args.out)
     path = profile.save(out / "profile.yaml")
-    report = atomic_write_text(
-        out / "report.md", "\n".join(report_lines(fit, runs, kernels)) + "\n"
-    )
+    lines = report_lines(fit, runs, kernels) + _zero_fit(fit, runs, kernels, args)
+    report = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
     s = profile.serving
     print(f"chosen form: {s.form} ({s.describe()})")
     print(f"profile: {path}")

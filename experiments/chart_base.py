@@ -21,6 +21,10 @@ from pagesim.experiments.spec import ChartSpec, ExperimentSpec
 #: Axis labels with units for the columns charts commonly use.
 COLUMN_TO_AXIS_LABEL = {
     "arrivals.rate_req_s": "request rate (req/s)",
+    "arrivals.time_scale": "arrival speed-up (time_scale)",
+    "ttft_s_p50": "median time to first token (s)",
+    "tpot_s_p50": "median time per output token (s)",
+    "tpot_s_p99": "p99 time per output token (s)",
     "allocator.block_size": "block size (tokens)",
     "allocator.watermark": "watermark (fraction of blocks)",
     "workload.n": "parallel samples n",
@@ -39,6 +43,10 @@ COLUMN_TO_AXIS_LABEL = {
     "mem_sharing_saved_frac": "KV memory saved by sharing (fraction)",
     "request_goodput": "goodput (req/s meeting every SLO)",
 }
+
+
+#: the derived column naming a line chart's configuration (:meth:`ChartContext.with_configuration`)
+CONFIGURATION = "configuration"
 
 
 class ChartUnavailable(Exception):
@@ -76,6 +84,44 @@ class ChartContext:
                 ]
         return names
 
+    def configuration_column(self, x: str, facet: str | None) -> str | None:
+        """The column that tells a line chart's configurations apart (one line each):
+        ``label`` where each label holds several values of ``x``; else, when the label
+        names each point (a sweep of ``x`` alone, or ``label_by`` naming ``x``), a column
+        made of the swept paths that are neither ``x``, the facet, nor zipped with either
+        (None: one configuration, one line)."""
+        results = self.results
+        if "label" in results.columns and results["label"].duplicated().any():
+            return "label"
+        tied = {x, facet}
+        for group in self.spec.sweep.zip:
+            if x in group or facet in group:
+                tied |= set(group)
+        paths = [p for p in self.spec.sweep.swept_paths if p not in tied and p in results.columns]
+        if not paths:
+            return None
+        if len(paths) == 1:
+            return paths[0]
+        return CONFIGURATION
+
+    def with_configuration(self, x: str, facet: str | None) -> tuple[pd.DataFrame, str | None]:
+        """The results with :meth:`configuration_column` filled in, and its name."""
+        column = self.configuration_column(x, facet)
+        if column != CONFIGURATION:
+            return self.results, column
+        tied = {x, facet}
+        for group in self.spec.sweep.zip:
+            if x in group or facet in group:
+                tied |= set(group)
+        paths = [
+            p for p in self.spec.sweep.swept_paths if p not in tied and p in self.results.columns
+        ]
+        names = [
+            ", ".join(f"{p.split('.')[-1]}={row[p]}" for p in paths)
+            for row in self.results[paths].to_dict("records")
+        ]
+        return self.results.assign(**{CONFIGURATION: names}), CONFIGURATION
+
     def timeseries(self, point_id: str) -> pd.DataFrame:
         """The time series of a point's first seed."""
         seed = self.spec.seeds[0]
@@ -94,6 +140,19 @@ def new_figure(num_panels: int = 1, width_in: float = 6.4, height_in: float = 4.
 
 def title_of(ctx: ChartContext, chart: ChartSpec, default: str) -> str:
     return chart.title or f"{ctx.spec.name}: {default}"
+
+
+def quantity(column: str) -> str:
+    """What a column measures, without its unit (for a title)."""
+    return axis_label(column).split(" (")[0]
+
+
+def set_title(fig: Figure, text: str) -> None:
+    """The figure's title, wrapped to its width so that no part is cut off."""
+    import textwrap
+
+    width_in = fig.get_size_inches()[0]
+    fig.suptitle(textwrap.fill(text, width=max(30, int(width_in * 11))))
 
 
 def groups(frame: pd.DataFrame, column: str | None) -> list[tuple[object, pd.DataFrame]]:

@@ -11,6 +11,7 @@ column draws error bars; with ``--intervals`` the ``_lo`` / ``_hi`` columns draw
 
 from __future__ import annotations
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -20,6 +21,8 @@ from pagesim.experiments.chart_base import (
     axis_label,
     groups,
     new_figure,
+    quantity,
+    set_title,
     title_of,
 )
 from pagesim.experiments.spec import ChartSpec
@@ -28,15 +31,15 @@ from pagesim.experiments.spec import ChartSpec
 def _draw_lines(ax: Axes, ctx: ChartContext, frame, x: str, y: str, series: str | None) -> None:
     for key, part in groups(frame, series):
         part = part.sort_values(x)
-        ci = part[f"{y}_ci95"] if f"{y}_ci95" in part.columns else None
         label = None if key is None else str(key)
         if f"{y}_lo" in part.columns:  # an interval (--intervals): a band, not error bars
             line = ax.plot(part[x], part[y], marker="o", label=label)[0]
             ax.fill_between(
-                part[x], part[f"{y}_lo"], part[f"{y}_hi"], color=line.get_color(), alpha=0.2
-            )
+                part[x], part[f"{y}_lo"].clip(lower=0), part[f"{y}_hi"], color=line.get_color(),
+                alpha=0.2,
+            )  # fmt: skip
             continue
-        ax.errorbar(part[x], part[y], yerr=ci, marker="o", capsize=3, label=label)
+        ax.errorbar(part[x], part[y], yerr=_yerr(part, y), marker="o", capsize=3, label=label)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
     ax.grid(True, alpha=0.3)
@@ -44,19 +47,33 @@ def _draw_lines(ax: Axes, ctx: ChartContext, frame, x: str, y: str, series: str 
         ax.legend(title=axis_label(series), fontsize="small")
 
 
+def _yerr(part, y: str):
+    """Error bars of the ``_ci95`` half-width, the lower one cut at zero (every charted
+    quantity is a latency, a rate, a count or a fraction: none is negative, though a
+    Student-t half-width from two seeds may reach below zero)."""
+    if f"{y}_ci95" not in part.columns:
+        return None
+    ci = part[f"{y}_ci95"].fillna(0).to_numpy(dtype=float)
+    values = part[y].to_numpy(dtype=float)
+    return [np.minimum(ci, np.maximum(values, 0)), ci]
+
+
 def line_chart(
     ctx: ChartContext, chart: ChartSpec, *, x: str, y: str, series: str | None, what: str
 ) -> Figure:
+    """``y`` against ``x``, one line per configuration (``series``, else the points'
+    configuration: :meth:`ChartContext.with_configuration`), a panel per facet; the title
+    says ``what`` for the kind's own axes, else the quantities plotted."""
+    default_axes = (x, y)
     x = ctx.column(chart.x, x, "x")
     y = ctx.column(chart.y, y, "y")
-    series_default = series if series in ctx.results.columns else None
-    series = (
-        ctx.column(chart.series, series_default, "series")
-        if (chart.series or series_default)
-        else None
-    )
     facet = ctx.column(chart.facet, None, "facet") if chart.facet else None
-    panels = groups(ctx.results, facet)
+    results = ctx.results
+    if chart.series:
+        series = ctx.column(chart.series, None, "series")
+    elif series == "label" or series not in results.columns:
+        results, series = ctx.with_configuration(x, facet)
+    panels = groups(results, facet)
     fig = new_figure(len(panels))
     for ax, (key, frame) in zip(fig.axes, panels, strict=True):
         _draw_lines(ax, ctx, frame, x, y, series)
@@ -66,7 +83,9 @@ def line_chart(
             ax.set_xscale("log", base=2)
         if chart.log_y:
             ax.set_yscale("log")
-    fig.suptitle(title_of(ctx, chart, what))
+    if (x, y) != default_axes:
+        what = f"{quantity(y)} vs {quantity(x)}"
+    set_title(fig, title_of(ctx, chart, what))
     return fig
 
 
@@ -161,5 +180,5 @@ def watermark(ctx: ChartContext, chart: ChartSpec) -> Figure:
     for ax, metric in zip(fig.axes, metrics, strict=True):
         _draw_lines(ax, ctx, ctx.results, x, metric, series)
         ax.set_title(axis_label(metric).split(" (")[0])
-    fig.suptitle(title_of(ctx, chart, "the admission watermark"))
+    set_title(fig, title_of(ctx, chart, "the admission watermark"))
     return fig

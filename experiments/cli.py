@@ -171,11 +171,12 @@ def _ray_for_suite(args: argparse.Namespace):
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pagesim.experiments.points import expand_runs
     from pagesim.experiments.shipped import resolve_experiment
-    from pagesim.experiments.validate import load_experiment_points, preflight_points
+    from pagesim.experiments.validate import dry_draw, load_experiment_points, preflight_points
 
     path = resolve_experiment(args.experiment)
     spec, points = load_experiment_points(path, quick=args.quick)
     preflight_points(points, str(path))  # everything run would reject before simulating
+    dry_draw(spec, str(path))  # and every chart drawn on a stand-in of its results
     runs = expand_runs(spec)
     print(
         f"{path}: ok ({len(runs) // len(spec.seeds)} points × {len(spec.seeds)} seeds, {len(spec.charts)} charts)"
@@ -231,6 +232,7 @@ def _cmd_replay_vllm(args: argparse.Namespace) -> int:
         fit_serving=args.fit_serving,
         server=args.server,
         fit_fraction=args.fit_fraction,
+        vllm_version=args.vllm_version,
     )
     for label, path in written.items():
         print(f"{label}: {path}")
@@ -247,7 +249,7 @@ def _cmd_crosscheck_splitwise(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``run``, ``validate``, ``validate-vllm``, ``replay-vllm``,
-    ``crosscheck-splitwise`` and ``list``."""
+    ``crosscheck-splitwise``, ``list`` and ``capacity``."""
     fmt = argparse.RawDescriptionHelpFormatter
     _register_run(subparsers, fmt)
     _register_validate(subparsers, fmt)
@@ -255,6 +257,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _register_replay_vllm(subparsers, fmt)
     _register_crosscheck_splitwise(subparsers, fmt)
     _register_list(subparsers, fmt)
+    from pagesim.experiments.capacity.cli import register as register_capacity
+
+    register_capacity(subparsers)
 
 
 def _register_run(subparsers: argparse._SubParsersAction, fmt) -> None:
@@ -415,19 +420,15 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
         formatter_class=fmt,
     )
     rv.add_argument("result", help="a vllm bench serve result saved with --save-detailed")
+    _add_server_flags(rv)
     rv.add_argument(
-        "--model",
-        required=True,
-        help="the model served: a shipped name, a Hugging Face id, or a config.json path",
-    )
-    rv.add_argument("--gpu", required=True, help="the GPU it ran on (a pagesim GPU name)")
-    rv.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
-    rv.add_argument("--scheduler", default="vllm", help="scheduler kind (default vllm)")
-    rv.add_argument(
-        "--server-args", default="", help="the vLLM server's flags, quoted as one string"
-    )
-    rv.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="any other RunSpec key"
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other RunSpec key; arrivals.time_scale or arrivals.rate_req_s re-space the "
+        "recorded send times; what a replay cannot follow (workload.*, other arrivals.*) is "
+        "refused naming what to use instead",
     )
     rv.add_argument(
         "--scheduler-alone",
@@ -457,6 +458,41 @@ def _register_replay_vllm(subparsers: argparse._SubParsersAction, fmt) -> None:
     )
     rv.add_argument("--out", required=True, help="output folder")
     rv.set_defaults(func=_cmd_replay_vllm)
+
+
+def _add_server_flags(parser: argparse.ArgumentParser, *, gpu_required: bool = True) -> None:
+    """The flags that describe a vLLM server (replay-vllm, capacity)."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="the model served: a pagesim model name, a Hugging Face id or a config.json path "
+        "(default: the one --server-args or the result's model_id names)",
+    )
+    parser.add_argument(
+        "--gpu",
+        required=gpu_required,
+        help="the GPU it ran on: a pagesim GPU name or as nvidia-smi prints it (H100, "
+        "'NVIDIA H100 80GB HBM3', A100-SXM4-80GB)",
+    )
+    parser.add_argument("--profile", default=None, help="cost-model profile (default: analytic)")
+    parser.add_argument(
+        "--vllm-version",
+        default=None,
+        metavar="X.Y.Z",
+        help="the vLLM release served (default: the result's vllm_version field, if any): "
+        "its V1 scheduler and defaults run",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        help="scheduler kind without a release (default vllm, vLLM v0; vllm-v1 for V1)",
+    )
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help="the server's command line (`vllm serve` flags, quoted as one string): the flags "
+        "pagesim models are applied, the others listed as not modelled",
+    )
 
 
 def _register_crosscheck_splitwise(subparsers: argparse._SubParsersAction, fmt) -> None:

@@ -255,20 +255,27 @@ def _series_of(chart, results: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def chart_caption(chart, results: pd.DataFrame) -> str:
     """One line saying what a chart shows, read off the results (the knee per system,
     the best goodput, the memory held), or "" where there is nothing to read."""
-    rate = "arrivals.rate_req_s"
-    if chart.kind == "latency_vs_rate" and rate in results.columns:
+    rate = chart.x or "arrivals.rate_req_s"
+    if rate not in results.columns:
+        return ""  # a caption reads the chart's own x; none to read
+    unit = "req/s" if rate == "arrivals.rate_req_s" else f"({rate})"
+
+    def at(value) -> str:
+        return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+    if chart.kind == "latency_vs_rate" and "normalized_latency_s_per_tok" in results.columns:
         parts = []
         for name, part in _series_of(chart, results):
             part = part.sort_values(rate)
             y = part["normalized_latency_s_per_tok"]
             over = part[y > KNEE_FACTOR * y.iloc[0]]
             parts.append(
-                f"{name} at {over[rate].iloc[0]:g} req/s"
+                f"{name} at {at(over[rate].iloc[0])} {unit}"
                 if len(over)
-                else f"{name} none up to {part[rate].max():g} req/s"
+                else f"{name} none up to {at(part[rate].max())} {unit}"
             )
         return (
-            f"Knee (normalized latency over {KNEE_FACTOR:g}x its value at the lowest rate): "
+            f"Knee (normalized latency over {KNEE_FACTOR:g}x its value at the lowest {'rate' if unit == 'req/s' else rate}): "
             + "; ".join(parts)
             + "."
         )
@@ -276,7 +283,7 @@ def chart_caption(chart, results: pd.DataFrame) -> str:
         parts = []
         for name, part in _series_of(chart, results):
             best = part.loc[part["request_goodput"].idxmax()]
-            parts.append(f"{name} {best['request_goodput']:.3g} req/s at {best[rate]:g} req/s")
+            parts.append(f"{name} {best['request_goodput']:.3g} req/s at {at(best[rate])} {unit}")
         return "Highest goodput under the SLOs: " + "; ".join(parts) + "."
     if chart.kind == "memory_breakdown" and "mem_token_frac" in results.columns:
         parts = [

@@ -189,6 +189,40 @@ def _check_charts(spec: ExperimentSpec, source: str) -> None:
             )
 
 
+def dry_draw(spec: ExperimentSpec, source: str) -> None:
+    """Draw every chart (and its caption) on a stand-in for the results the run will have
+    (one row per point: its swept values and label, every metric 1.0), so that what would
+    crash a chart after the runs is found before them. A chart that says why it cannot be
+    drawn (ChartUnavailable) or reads the run's per-step files is not a crash."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from pagesim.experiments.chart_base import ChartContext, ChartUnavailable
+    from pagesim.experiments.charts import CHART_KINDS
+    from pagesim.experiments.summary import chart_caption
+    from pagesim.simulator.result import METRIC_COLUMNS
+
+    metrics = [*METRIC_COLUMNS, "request_goodput", "mem_sharing_saved_frac"]
+    rows = [
+        {"point": p.point_id, "label": p.label, **p.path_to_value, **dict.fromkeys(metrics, 1.0)}
+        for p in expand_points(spec)
+    ]
+    ctx = ChartContext(spec, pd.DataFrame(rows), Path("."))
+    for i, chart in enumerate(spec.charts):
+        try:
+            CHART_KINDS[chart.kind](ctx, chart)
+            chart_caption(chart, ctx.results)
+        except (ChartUnavailable, OSError):
+            continue
+        except Exception as exc:  # noqa: BLE001 - any other failure is what this finds
+            raise ConfigError(
+                f"{source}: charts[{i}] ({chart.kind}): would fail when drawn after the runs: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+
+
 def parse_experiment(doc: dict[str, Any], source: str) -> ExperimentSpec:
     """Validate a parsed document as an ExperimentSpec (schema only)."""
     try:

@@ -27,6 +27,10 @@ kv_bytes_per_token`` overall (equal to the model's ``kv_bytes_per_token`` unless
 heads are replicated). ``cpu_capacity_slots = swap_space_gib x 2**30 //
 kv_bytes_per_token``: vLLM's ``swap_space`` is per GPU in its engine arguments; the
 simulator treats it as one pool for the whole model.
+
+``hardware.kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``) sets the bytes of each K/V
+element: ``auto`` the model's dtype, the fp8 forms one byte (half of a 16-bit model's),
+so a budget holds twice the tokens.
 """
 
 from __future__ import annotations
@@ -92,10 +96,28 @@ def run_kv_pool(spec: RunSpec) -> KVPool:
     )
 
 
-def kv_bytes_per_token_overall(model: ModelSpec, tensor_parallel: int) -> int:
-    """K and V of one token summed over all TP ranks (replicated KV heads counted per copy)."""
+#: bytes of one K or V element per ``hardware.kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``,
+#: ``vllm/config/cache.py`` ``CacheDType``; ``vllm/utils/torch_utils.py``
+#: ``STR_DTYPE_TO_TORCH_DTYPE``: the fp8 forms are one-byte ``uint8`` / ``float8`` storage);
+#: ``auto`` is the model's own dtype
+KV_CACHE_DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+}
+
+
+def kv_bytes_per_token_overall(
+    model: ModelSpec, tensor_parallel: int, kv_cache_dtype: str = "auto"
+) -> int:
+    """K and V of one token summed over all TP ranks (replicated KV heads counted per copy),
+    each element of ``kv_cache_dtype``'s size (``auto``: the model's dtype)."""
     per_gpu = model.num_kv_heads_per_gpu(tensor_parallel)
-    return 2 * model.num_layers * tensor_parallel * per_gpu * model.head_dim * model.dtype_bytes
+    elem = KV_CACHE_DTYPE_BYTES.get(kv_cache_dtype, model.dtype_bytes)
+    return 2 * model.num_layers * tensor_parallel * per_gpu * model.head_dim * elem
 
 
 def activation_reserve_bytes(
@@ -143,7 +165,7 @@ def kv_pool(
     model, gpu, tp = get_model(hardware.model), get_gpu(hardware.gpu), hardware.tensor_parallel
     if swap_space_gib < 0:
         raise ConfigError(f"allocator.swap_space_gib must be >= 0, got {swap_space_gib}")
-    kv_per_token = kv_bytes_per_token_overall(model, tp)
+    kv_per_token = kv_bytes_per_token_overall(model, tp, hardware.kv_cache_dtype)
     release = None
     if hardware.kv_slots is not None:
         budget = hardware.kv_slots * kv_per_token
@@ -157,6 +179,7 @@ def kv_pool(
             gpu_memory_utilization=hardware.gpu_memory_utilization,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
             block_size=block_size, max_model_len=max_model_len,
+            kv_elem_bytes=KV_CACHE_DTYPE_BYTES.get(hardware.kv_cache_dtype),
         )  # fmt: skip
         budget = tp * release.num_gpu_blocks * release.block_bytes
     else:

@@ -88,6 +88,10 @@ class HardwareSpec(_Spec):
     0.21.0, 0.9 before), or 0.9 without a release. ``profile`` is a profile YAML path or
     a shipped profile name; None uses the analytic (roofline) profile of ``gpu``.
     ``link`` is the server's measured all-reduce at tensor parallelism (:class:`LinkSpec`).
+    ``kv_cache_dtype`` is vLLM's ``--kv-cache-dtype``: ``auto`` stores K and V in the
+    model's dtype; the fp8 forms (1 byte) halve a 16-bit model's KV bytes per token, so the
+    same budget holds twice the tokens (``simulator/memory.py``). Only the pool's size
+    follows it: step costs stay as the profile priced them.
 
     OPT-13B on one A100-40GB: the paper's text gives 15.7K slots (``kv_slots: 15728``);
     its artifact's memory analyser (``cacheflow/models/memory_analyzer.py``) gave 998
@@ -105,6 +109,9 @@ class HardwareSpec(_Spec):
     kv_slots: int | None = Field(default=None, ge=1)
     profile: str | None = None
     link: LinkSpec | None = None
+    kv_cache_dtype: Literal[
+        "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"
+    ] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> HardwareSpec:

@@ -131,9 +131,11 @@ def release_pool(
     block_size: int = 16,
     max_model_len: int | None = None,
     total_memory_bytes: int | None = None,
+    kv_elem_bytes: int | None = None,
 ) -> ReleasePool:
     """The pool ``version`` gives itself (module doc); ``gpu_memory_utilization`` None is the
-    release's default. ConfigError, one line with the arithmetic, when nothing is left for
+    release's default; ``kv_elem_bytes`` one K or V element's bytes (``--kv-cache-dtype``;
+    None: the model's dtype). ConfigError, one line with the arithmetic, when nothing is left for
     the cache or one ``max_model_len`` request does not fit."""
     release = Release.of(parse_version(version))
     tp = tensor_parallel
@@ -141,7 +143,8 @@ def release_pool(
     total, source = cuda_total(gpu, total_memory_bytes)
     requested = total * util
     requested = -int(-requested // 1) if release.rounds_up_request else int(requested)
-    page = block_size * 2 * model.num_kv_heads_per_gpu(tp) * model.head_dim * model.dtype_bytes
+    elem = model.dtype_bytes if kv_elem_bytes is None else kv_elem_bytes
+    page = block_size * 2 * model.num_kv_heads_per_gpu(tp) * model.head_dim * elem
     peak = torch_peak_bytes(
         release, model, gpu_name=gpu.name, tensor_parallel=tp,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

@@ -4,8 +4,10 @@ Scenario: you ran ``vllm bench serve ... --save-result --save-detailed`` against
 server. The command reads that JSON (:func:`~pagesim.records.
 bench_json.read_vllm_bench_json`: each request's send time, prompt and output lengths, TTFT and
 token gaps), replays exactly those requests through pagesim with the settings your server
-ran with (``--server-args``, vLLM's own flags, mapped by :data:`SERVER_ARGS`; ``--set``
-for anything else), and writes:
+ran with (``--server-args``, the server's command line as it is:
+:mod:`.server_desc` and :mod:`.server_args` say what is applied and what is not modelled;
+``--vllm-version`` names the release, whose V1 scheduler and defaults then run; ``--set``
+for any other RunSpec key, each acting or refused: :mod:`.replay_settings`), and writes:
 
 - ``validation.csv`` (:mod:`.vcsv`, the format of every validation: your run is one more
   dataset, role ``held_out``: nothing is fitted on it);
@@ -37,8 +39,6 @@ profile (``validation.csv`` rows per part, cost model ``<profile>+serving-fit``)
 
 from __future__ import annotations
 
-import argparse
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -47,67 +47,16 @@ import pandas as pd
 
 from pagesim.errors import ConfigError
 
-#: vLLM engine flag -> (RunSpec path, type); ``--num-gpu-blocks-override`` sets the pool
-SERVER_ARGS: dict[str, tuple[str, type]] = {
-    "--max-num-seqs": ("scheduler.max_num_seqs", int),
-    "--max-num-batched-tokens": ("scheduler.max_num_batched_tokens", int),
-    "--block-size": ("allocator.block_size", int),
-    "--gpu-memory-utilization": ("hardware.gpu_memory_utilization", float),
-    "--swap-space": ("allocator.swap_space_gib", float),
-    "--tensor-parallel-size": ("hardware.tensor_parallel", int),
-    "-tp": ("hardware.tensor_parallel", int),
-    "--max-model-len": ("max_model_len", int),
-    "--num-gpu-blocks-override": ("hardware.kv_blocks", int),
-    "--max-paddings": ("scheduler.max_paddings", int),
-}
-#: vLLM boolean flags -> (RunSpec path, value)
-SERVER_FLAGS: dict[str, tuple[str, Any]] = {
-    "--enable-prefix-caching": ("allocator.prefix_caching", True),
-    "--no-enable-prefix-caching": ("allocator.prefix_caching", False),
-    # vllm-v1 only (vLLM's default from v0.14.0 is on; pagesim's is off: say it)
-    "--async-scheduling": ("scheduler.async_scheduling", True),
-    "--no-async-scheduling": ("scheduler.async_scheduling", False),
-}
 DATASET = "vllm-bench-serve"
 PAGE_NAME = "replay.md"
 CHART_NAME = "replay.png"
 JSON_NAME = "pagesim_vllm_bench.json"
 
 
-def server_settings(server_args: str) -> dict[str, Any]:
-    """``--server-args`` (vLLM's flags, as one string) as RunSpec paths and values."""
-    parser = argparse.ArgumentParser(prog="--server-args", add_help=False, exit_on_error=False)
-    for flag, (_, kind) in SERVER_ARGS.items():
-        parser.add_argument(flag, type=kind, dest=flag)
-    for flag in SERVER_FLAGS:
-        parser.add_argument(flag, action="store_true", dest=flag)
-    try:
-        known, unknown = parser.parse_known_args(shlex.split(server_args))
-    except (argparse.ArgumentError, ValueError) as exc:
-        raise ConfigError(f"--server-args: {exc}") from None
-    if unknown:
-        allowed = ", ".join([*SERVER_ARGS, *SERVER_FLAGS])
-        raise ConfigError(
-            f"--server-args: {unknown[0]!r} is not a flag pagesim replays; known: {allowed} "
-            "(set anything else with --set KEY=VALUE)"
-        )
-    out: dict[str, Any] = {}
-    for flag, value in vars(known).items():
-        if flag in SERVER_FLAGS:
-            if value:
-                path, setting = SERVER_FLAGS[flag]
-                out[path] = setting
-        elif value is not None:
-            out[SERVER_ARGS[flag][0]] = value
-    if "scheduler.max_paddings" in out:
-        out["scheduler.prefill_padding"] = True
-    return out
-
-
 def async_note(settings: dict[str, Any], replays: str, flags: str) -> list[str]:
-    """A V1 page's line when ``settings`` (``server_settings``' paths) leave async
-    scheduling unsaid: pagesim's default is off, vLLM's (from v0.14.0) on."""
-    if "scheduler.async_scheduling" in settings:
+    """A V1 page's line when ``settings`` (RunSpec paths) leave async scheduling unsaid and
+    name no release: pagesim's default is then off, vLLM's (from v0.14.0) on."""
+    if "scheduler.async_scheduling" in settings or settings.get("server.vllm_version"):
         return []
     return [
         "",
@@ -157,26 +106,110 @@ def replay_vllm(
     result_json: str | Path,
     out_dir: str | Path,
     *,
-    model: str,
+    model: str | None = None,
     gpu: str,
     profile: str | None = None,
-    scheduler: str = "vllm",
+    scheduler: str | None = None,
     server_args: str = "",
     overrides: dict[str, Any] | None = None,
     scheduler_alone: bool = False,
     fit_serving: str | Path | None = None,
     server: str = "a vLLM V1 server",
     fit_fraction: float = 1.0,
+    vllm_version: str | None = None,
 ) -> dict[str, Path]:
     """Replay a ``vllm bench serve`` result (module docstring); the files written."""
     import json
 
-    from pagesim.experiments.validation import vcsv
+    from pagesim.experiments.validation.bench_v1 import (
+        check_fit_data,
+        fit_command,
+        fit_serving_v1,
+        replay_own_steps,
+    )
+    from pagesim.experiments.validation.replay_settings import split_replay_settings
+    from pagesim.experiments.validation.server_desc import describe_server
     from pagesim.records.bench_json import read_vllm_bench_json
     from pagesim.simulator import simulate
     from pagesim.simulator.spec import run_spec_from_dict
-    from pagesim.simulator.vllm_metrics import vllm_bench_result
 
+    path = Path(result_json)
+    run = read_vllm_bench_json(path, DATASET)
+    raw = json.loads(path.read_text())
+    spec_overrides, send = split_replay_settings(overrides or {}, run.rate_req_s)
+    desc = describe_server(
+        model=model, gpu=gpu, profile=profile, scheduler=scheduler, server_args=server_args,
+        vllm_version=vllm_version, overrides=spec_overrides, raw=raw,
+    )  # fmt: skip
+    _check_modes(desc.scheduler, scheduler_alone, fit_serving, fit_fraction, send.factor)
+    if fit_serving is not None:
+        check_fit_data(run, fit_fraction)
+    given = "".join(f" / --set {k}={v}" for k, v in (overrides or {}).items())
+    spec = run_spec_from_dict(desc.run_doc(), f"--server-args{given}")
+    result = simulate(spec, trace=send.trace(run))
+    _check_served(result.requests)
+    cost_name, measured = profile or "analytic", run.latencies()
+    ids = dict(dataset=DATASET, run=run.name, rate=run.rate_req_s, role="held_out")
+    launch = "given" if send.factor == 1.0 else f"send times x{send.factor:.4g}"
+    rows = vcsv_rows(result.requests, measured, ids, launch, cost_name)
+    alone_lines: list[str] = []
+    alone_requests = None
+    fitted: dict[str, Path] = {}
+    if scheduler_alone:
+        extra_rows, alone_lines, alone_requests, recorded = replay_own_steps(
+            spec, run, measured, cost_name
+        )
+        rows += extra_rows
+        if fit_serving is not None:
+            fitted, fit_rows = fit_serving_v1(
+                run, recorded.log, spec, Path(fit_serving), profile=profile, gpu=desc.gpu,
+                server=server, command=fit_command(path, desc, server_args, overrides, server,
+                fit_fraction), fraction=fit_fraction,
+                ids=dict(dataset=DATASET, rate=run.rate_req_s, launch="given"), cost_name=cost_name,
+            )  # fmt: skip
+            rows += fit_rows
+            alone_lines += [
+                "",
+                f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
+                f"(`{fitted['report']}`).",
+            ]
+    written = _write_outputs(
+        Path(out_dir), rows, result, spec, run, raw, path, measured, alone_requests, cost_name
+    )
+    lines = _page_lines(path, run, raw, result, spec, desc, written.pop("metrics"), send.note,
+                        filled=written.pop("filled"), cost_name=cost_name)  # fmt: skip
+    written.update(fitted)
+    written["page"] = Path(out_dir) / PAGE_NAME
+    written["page"].write_text("\n".join(lines + alone_lines))
+    return written
+
+
+def _check_served(req: pd.DataFrame) -> None:
+    """Every recorded request was served by the server: a replay that leaves one unserved
+    (settings that cannot hold it) compares nothing; refused before anything is written."""
+    lost = req[req["status"] != "finished"]
+    if len(lost):
+        raise ConfigError(
+            f"{len(lost)} of {len(req)} recorded requests were not served in the replay "
+            f"(request {int(lost['request_id'].iloc[0])}: {lost['reason'].iloc[0]}); the server "
+            "served them all: check --server-args and --set (max_model_len, the pool, the budget)"
+        )
+
+
+def vcsv_rows(req, measured, ids: dict, launch: str, cost_name: str) -> list[dict]:
+    """The replay's validation.csv rows (the headline: the profile's)."""
+    from pagesim.experiments.validation import vcsv
+
+    return vcsv.latency_rows(
+        req, measured, **ids, launch=launch, cost_model=cost_name, headline=True
+    )
+
+
+def _check_modes(
+    scheduler: str, scheduler_alone: bool, fit_serving, fit_fraction: float, factor: float
+) -> None:
+    """The combinations of ``--scheduler-alone``, ``--fit-serving``, ``--fit-fraction`` and
+    scaled send times that make sense, or a one-line ConfigError."""
     if not 0.0 < fit_fraction <= 1.0:
         raise ConfigError(f"--fit-fraction: must be in (0, 1], got {fit_fraction}")
     if fit_fraction != 1.0 and fit_serving is None:
@@ -193,357 +226,35 @@ def replay_vllm(
             f"--scheduler-alone reads the step times as a V1 server's (every step gives every "
             f"decoding request a token): it needs --scheduler vllm-v1, not {scheduler!r}"
         )
-    path = Path(result_json)
-    run = read_vllm_bench_json(path, DATASET)
-    raw = json.loads(path.read_text())
-    settings = {**server_settings(server_args), **(overrides or {})}
-    doc = replay_doc(model=model, gpu=gpu, profile=profile, scheduler=scheduler, settings=settings)
-    given = " ".join(f"--set {k}={v}" for k, v in (overrides or {}).items())
-    spec = run_spec_from_dict(doc, "--server-args" + (f" / {given}" if given else ""))
-    result = simulate(spec, trace=run.trace())
-    req = result.requests
-    cost_name = profile or "analytic"
-    measured = run.latencies()
-    rows = vcsv.latency_rows(
-        req,
-        measured,
-        dataset=DATASET,
-        run=run.name,
-        rate=run.rate_req_s,
-        launch="given",
-        role="held_out",
-        cost_model=cost_name,
-        headline=True,
-    )
-    alone_lines: list[str] = []
-    alone_requests = None
-    recorded = None
-    if scheduler_alone:
-        extra_rows, alone_lines, alone_requests, recorded = _scheduler_alone(
-            spec, run, measured, cost_name
+    if scheduler_alone and factor != 1.0:
+        raise ConfigError(
+            "--scheduler-alone replays the run under its own step times, which belong to its "
+            "recorded send times: not with arrivals.time_scale or arrivals.rate_req_s"
         )
-        rows += extra_rows
-    fitted: dict[str, Path] = {}
-    if fit_serving is not None:
-        fitted, fit_rows = _fit_serving(
-            run,
-            recorded.log,
-            spec,
-            Path(fit_serving),
-            profile=profile,
-            gpu=gpu,
-            server=server,
-            command=_fit_command(
-                path, model, gpu, profile, server_args, overrides, server, fit_fraction
-            ),
-            fraction=fit_fraction,
-            ids=dict(dataset=DATASET, rate=run.rate_req_s, launch="given"),
-            cost_name=cost_name,
-        )
-        rows += fit_rows
-        alone_lines += [
-            "",
-            f"Serving path fitted on this run's replayed batches: `{fitted['profile']}` "
-            f"(`{fitted['report']}`).",
-        ]
-    out_dir = Path(out_dir)
+
+
+def _write_outputs(
+    out_dir: Path, rows, result, spec, run, raw, path, measured, alone_requests, cost_name
+) -> dict:
+    """validation.csv, the JSON and the chart; the metric table and the statistics filled
+    from the arrays, for the page."""
+    import json
+
+    from pagesim.experiments.validation import vcsv
+    from pagesim.simulator.vllm_metrics import vllm_bench_result
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = vcsv.frame(rows)
-    written = {"csv": vcsv.write(table, out_dir)}
+    written: dict[str, Any] = {"csv": vcsv.write(vcsv.frame(rows), out_dir)}
     sim_json = vllm_bench_result(result, spec.metrics, label="pagesim replay")
     written["json"] = out_dir / JSON_NAME
     written["json"].write_text(json.dumps(sim_json, indent=1))
     filled = _aggregates_from_arrays(raw, measured, sim_json)
-    metrics = metric_table({**raw, **filled}, sim_json)
-    written["chart"] = _chart(measured, req, out_dir / CHART_NAME, run.name, alone_requests)
-    lines = _page_lines(
-        path,
-        run,
-        raw,
-        result,
-        settings,
-        metrics,
-        filled=sorted(filled),
-        model=model,
-        gpu=gpu,
-        scheduler=scheduler,
-        cost_name=cost_name,
+    written["metrics"] = metric_table({**raw, **filled}, sim_json)
+    written["filled"] = sorted(filled)
+    written["chart"] = _chart(
+        measured, result.requests, out_dir / CHART_NAME, run.name, alone_requests
     )
-    written.update(fitted)
-    written["page"] = out_dir / PAGE_NAME
-    written["page"].write_text("\n".join(lines + alone_lines))
     return written
-
-
-def _fit_command(path, model, gpu, profile, server_args, overrides, server, fraction) -> str:
-    """The command a fitted profile records (the result's file name, not its path)."""
-    argv = ["pagesim", "replay-vllm", Path(path).name, "--model", model, "--gpu", gpu]
-    if profile:
-        argv += [
-            "--profile",
-            Path(profile).name if profile.endswith((".yaml", ".yml")) else profile,
-        ]
-    argv += ["--scheduler", "vllm-v1"]
-    if server_args:
-        argv += ["--server-args", server_args]
-    for key, value in (overrides or {}).items():
-        argv += ["--set", f"{key}={value}"]
-    if server != "a vLLM V1 server":
-        argv += ["--server", server]
-    if fraction != 1.0:
-        argv += ["--fit-fraction", f"{fraction:g}"]
-    return shlex.join(argv) + " --scheduler-alone --fit-serving DIR --out OUT"
-
-
-def _fit_serving(
-    run,
-    log,
-    spec,
-    out: Path,
-    *,
-    profile,
-    gpu,
-    server,
-    command,
-    fraction: float = 1.0,
-    ids: dict | None = None,
-    cost_name: str = "analytic",
-) -> tuple[dict[str, Path], list[dict]]:
-    """The V1 serving fit on the recorded-steps replay (``--fit-serving``, module
-    docstring), on the first ``fraction`` of the requests by send time (the rest held
-    out): DIR/profile.yaml and DIR/report.md written; with a held-out part, the run
-    replayed closed loop under the fitted profile, its validation.csv rows per part."""
-    from pagesim.calibrate.serving import serving_profile
-    from pagesim.calibrate.serving_v1 import (
-        all_coefficients,
-        decode_errors,
-        describe_rows,
-        fit_serving_v1_timed,
-        form_lines,
-    )
-    from pagesim.calibrate.step_times import step_count_errors
-    from pagesim.files import atomic_write_text
-    from pagesim.simulator import simulate
-    from pagesim.simulator.costmodel.factory import make_cost_model, resolve_profile
-    from pagesim.simulator.costmodel.serving import ServingCostModel
-    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
-
-    if resolve_profile(profile, get_gpu(gpu)).serving is not None:
-        raise ConfigError(
-            f"--fit-serving: --profile {profile} already has a serving section; fit on a "
-            "kernel profile (one without)"
-        )
-    order = np.argsort(run.table["arrival_s"].to_numpy(dtype=float), kind="stable")
-    fit_rows = np.sort(order[: max(1, int(np.ceil(fraction * run.num_requests)))])
-    partial = len(fit_rows) < run.num_requests
-    kernels = make_cost_model(spec.hardware, get_model(spec.hardware.model), get_gpu(gpu))
-
-    def replay_ttft(path) -> np.ndarray:
-        req = simulate(spec, trace=run.trace(), cost_model=ServingCostModel(kernels, path)).requests
-        return req.sort_values("request_id")["ttft_s"].to_numpy(dtype=float)
-
-    held = np.ones(run.num_requests, dtype=bool)
-    held[fit_rows] = False
-    measured_ttft = run.latencies()["ttft_s"].to_numpy(dtype=float)
-    fit, (w,), delay = fit_serving_v1_timed(
-        [(run, log, fit_rows if partial else None)],
-        replay_ttft,
-        np.where(held, np.nan, measured_ttft),  # the delay from the fit requests only
-    )
-    fitted = serving_profile(
-        fit,
-        profile,
-        gpu,
-        command=command,
-        server=server,
-        origin=(
-            f"fitted by `pagesim replay-vllm --scheduler-alone --fit-serving` on {server}'s "
-            "`vllm bench serve` result: each request's decode time given the batches of the "
-            "run replayed under its own step times (calibrate/serving_v1.py); form "
-            f"{fit.chosen.form} chosen by two-fold cross-validation (forms tried: "
-            f"{', '.join(f.form for f in fit.fits)}); front-end delay: where the run replayed "
-            "under the kernels plus the fitted step cost has the measured median TTFT of the "
-            "requests that queued least; it also absorbs what the kernel profile misses on "
-            "that server"
-        ),
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    written = {"profile": fitted.save(out / "profile.yaml")}
-    coefs = all_coefficients(fit.chosen)
-    fitted_mask = np.isin(w.row, fit_rows)
-    groups = [("fitted", fitted_mask)]
-    if partial:
-        groups.append(("held out", ~fitted_mask))
-    table = [
-        "| requests | count | kernels alone: mean | p50 | + serving path: mean | p50 |",
-        "|---|---|---|---|---|---|",
-    ]
-    for label, mask in groups:
-        if not mask.any():
-            continue
-        b, a = decode_errors(w, {}, mask), decode_errors(w, coefs, mask)
-        table.append(
-            f"| {label} | {b['requests']} | {b['mean']:+.1%} | {b['p50']:+.1%} | "
-            f"{a['mean']:+.1%} | {a['p50']:+.1%} |"
-        )
-    steps = np.abs(step_count_errors(run, _step_times(run)))
-    trust = (
-        f"The step times hold each request's output − 1 within {np.median(steps):.1%} at the "
-        f"median and {np.percentile(steps, 90):.1%} at the 90th percentile"
-        + (
-            ": above 5% the run likely preempted (a preempted request sat in more steps than "
-            "it has tokens) and the fit is not to be trusted; fit on a lighter run."
-            if np.percentile(steps, 90) > 0.05
-            else "."
-        )
-    )
-    rows: list[dict] = []
-    loop_lines: list[str] = []
-    if partial:
-        from pagesim.experiments.validation import vcsv
-
-        served = f"{cost_name}+serving-fit"
-        req = simulate(
-            spec, trace=run.trace(), cost_model=ServingCostModel(kernels, fitted.serving)
-        ).requests.sort_values("request_id")
-        measured = run.latencies()
-        loop_lines = [
-            "",
-            f"The run replayed closed loop under the fitted profile (`{served}` in "
-            "validation.csv), each part's statistics (predicted / measured − 1):",
-            "",
-            "| requests | role | TTFT p50 | TPOT p50 | E2E p50 | TTFT mean | TPOT mean | E2E mean |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for label, role, mask in (("fitted", "fit", ~held), ("held out", "held_out", held)):
-            part = vcsv.latency_rows(
-                req[mask],
-                measured[mask],
-                **(ids or {}),
-                run=f"{run.name} ({label} requests)",
-                role=role,
-                cost_model=served,
-                headline=False,
-            )
-            rows += part
-            e = {(r["metric"], r["stat"]): r["error"] for r in part}
-            cells = [f"{e[(m, st)]:+.1%}" for st in ("p50", "mean") for m in vcsv.METRICS]
-            loop_lines.append(f"| {label} | {role} | " + " | ".join(cells) + " |")
-    lines = [
-        "# Serving path fit (vLLM V1)",
-        "",
-        f"Fitted on: {fit.fitted_on} ({int(fitted_mask.sum())} requests whose decode the "
-        f"replay covers). Chosen form: **{fit.chosen.form}**; front-end delay "
-        f"{delay * 1e3:.2f} ms (`calibrate/serving_v1.py`). {trust}",
-        "",
-        *form_lines(fit),
-        "",
-        f"Decode time given the replayed batches (predicted / measured − 1; kernels: "
-        f"{profile or 'analytic'}):",
-        "",
-        *table,
-        "",
-        (
-            f"Held out: requests {describe_rows(np.flatnonzero(held))} (the last "
-            f"{1 - fraction:.0%} by send time), nothing fitted on them."
-            if partial
-            else "These are errors on the requests fitted: replay another run with the "
-            "profile to check it (or fit on part of this one, `--fit-fraction`)."
-        ),
-        *loop_lines,
-    ]
-    written["report"] = atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
-    return written, rows
-
-
-def _step_times(run):
-    """The step times ``--scheduler-alone`` read off ``run`` (every token's time where the
-    result keeps them, else 1 s bins)."""
-    from pagesim.calibrate.step_times import from_token_times, reconstruct
-
-    tokens = run.meta.get("token_times_s")
-    return from_token_times(run, tokens) if tokens is not None else reconstruct(run)
-
-
-def _scheduler_alone(spec, run, measured: pd.DataFrame, cost_name: str):
-    """The recorded-steps replay's rows and the profile's priced decode times
-    (``--scheduler-alone``, module docstring), and replay.md's section on them."""
-    from pagesim.calibrate.step_times import (
-        priced_decode_times,
-        recorded_costs,
-        split_half_errors,
-        step_count_errors,
-    )
-    from pagesim.experiments.validation import vcsv
-    from pagesim.simulator import simulate
-    from pagesim.simulator.costmodel.factory import make_cost_model
-    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
-
-    shadow = make_cost_model(
-        spec.hardware, get_model(spec.hardware.model), get_gpu(spec.hardware.gpu)
-    )
-    recorded = recorded_costs(run, shadow=shadow)
-    result = simulate(spec, trace=run.trace(), cost_model=recorded)
-    ids = dict(dataset=DATASET, run=run.name, rate=run.rate_req_s, launch="given", role="held_out")
-    alone = vcsv.latency_rows(
-        result.requests, measured, **ids, cost_model=vcsv.RECORDED_STEPS, headline=False
-    )
-    predicted, real = priced_decode_times(run, recorded.log)
-    priced = vcsv.rows(
-        **ids,
-        cost_model=cost_name,
-        headline=True,
-        metric="decode_given_concurrency",
-        predicted_s=predicted,
-        measured_s=real,
-    )
-    if "token_times_s" in run.meta:
-        errors = np.abs(step_count_errors(run, recorded.step_times))
-        check = (
-            "The steps are read from every token's time (a step ends where tokens arrive): "
-            "counted between each request's first and last token, they hold its output − 1 "
-            f"within {np.median(errors):.1%} at the median and "
-            f"{np.percentile(errors, 90):.1%} at the 90th percentile."
-        )
-    else:
-        errors = np.abs(split_half_errors(run))
-        check = (
-            "Fitted on half the requests, the step times predict the other half's decode step "
-            f"counts within {np.median(errors):.1%} at the median and "
-            f"{np.percentile(errors, 90):.1%} at the 90th percentile (four random halvings). "
-            "They are means over 1 s: a step that carries a prompt chunk is longer than its "
-            "neighbours, so a TTFT of a few steps without queueing comes out short (a TTFT "
-            "that is mostly queueing does not)."
-        )
-    lines = [
-        "",
-        "## The scheduler's error apart from the cost model's",
-        "",
-        f"`--scheduler-alone`: the run replayed again with every step lasting what your "
-        f"server's steps lasted at that moment, read off the result's token times "
-        f"({recorded.description}); its errors are the scheduler's and the pool's alone "
-        f"(`{vcsv.RECORDED_STEPS}` in `{vcsv.FILE_NAME}`). The same replay prices each step "
-        f"with {cost_name} too: each request's decode time priced so over its real decode "
-        "window is the step cost's error alone (`decode_given_concurrency`). The step times "
-        "assume every step gives every decoding request a token (no preemption). " + check,
-        "",
-        "| statistic | measured (ms) | scheduler alone | error | step cost alone: decode time "
-        "| error |",
-        "|---|---|---|---|---|---|",
-    ]
-    decode = {r["stat"]: r for r in priced}
-    for r in alone:
-        d = decode[r["stat"]] if r["metric"] == "tpot" else None
-        lines.append(
-            f"| {r['metric'].upper()} {r['stat']} | {r['measured_ms']:.4g} | "
-            f"{r['predicted_ms']:.4g} | {r['error']:+.1%} | "
-            + (
-                f"{d['predicted_ms']:.4g} vs {d['measured_ms']:.4g} | {d['error']:+.1%} |"
-                if d
-                else "— | — |"
-            )
-        )
-    return alone + priced, lines, result.requests, recorded
 
 
 def _aggregates_from_arrays(
@@ -583,27 +294,32 @@ def _aggregates_from_arrays(
 
 
 def _page_lines(
-    path, run, raw, result, settings, metrics, *, filled, model, gpu, scheduler, cost_name
+    path, run, raw, result, spec, desc, metrics, send_note, *, filled, cost_name
 ) -> list[str]:
-    """replay.md: the run, the settings replayed, every metric beside the measured one."""
+    """replay.md: the run, the server as replayed, every metric beside the measured one."""
     from pagesim.experiments.validation import vcsv
 
+    hw = spec.hardware
+    settings = desc.settings
     lines = [
         f"# Replay of {path.name}",
         "",
         f"{run.num_requests} requests at {run.rate_req_s:g} req/s "
         f"({raw.get('model_id', 'model not named')}, {raw.get('backend', 'backend not named')}), "
-        f"replayed by pagesim as `{model}` on `{gpu}`, scheduler `{scheduler}`, cost model "
-        f"{result.notes.get('cost_model_description', cost_name)}. Nothing of this replay's cost "
-        "model is fitted on this run.",
+        f"replayed by pagesim as `{hw.model}` on `{hw.gpu}`, scheduler `{spec.scheduler.kind}`, "
+        f"cost model {result.notes.get('cost_model_description', cost_name)}. Nothing of this "
+        "replay's cost model is fitted on this run.",
         "",
         "Settings replayed: "
         + (", ".join(f"`{k}: {v}`" for k, v in sorted(settings.items())) or "pagesim's defaults")
         + ".",
+        *desc.page_lines(),
     ]
     if "arrivals" in run.meta:
         lines += ["", f"Send times: {run.meta['arrivals']}."]
-    if scheduler == "vllm-v1":
+    if send_note:
+        lines += ["", f"Send times: {send_note}."]
+    if spec.scheduler.kind == "vllm-v1":
         lines += async_note(settings, "this replay", "`--server-args`")
     lines += [
         "",

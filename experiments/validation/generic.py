@@ -70,11 +70,15 @@ def series_of(name: str) -> str:
 
 def server_doc(manifest: DatasetManifest) -> dict:
     """The RunSpec document every run replays with (the profile left to the variant)."""
-    from pagesim.experiments.validation.bench import replay_doc, server_settings
+    from pagesim.experiments.validation.bench import replay_doc
+    from pagesim.experiments.validation.server_args import parse_server_args, server_settings
 
     server = manifest.server
     scheduler = "vllm-v1" if server.vllm_version else "vllm"
-    settings = server_settings(server.args)
+    if server.vllm_version:
+        settings = dict(parse_server_args(server.args, v1=True).settings)
+    else:
+        settings = server_settings(server.args)
     if server.vllm_version and "max_model_len" not in settings:
         raise ConfigError(
             f"manifest {manifest.dataset}: server.args: give --max-model-len (a named release "

@@ -110,11 +110,12 @@ def load(folder: Path) -> RunsManifest:
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, str(path))) from None
     from pagesim.experiments.model_paths import anchored
-    from pagesim.simulator.model_gpu_specs import get_gpu, get_model
+    from pagesim.simulator.gpu_names import resolve_gpu
+    from pagesim.simulator.model_gpu_specs import get_model
 
     manifest = manifest.model_copy(update={"model": anchored(manifest.model, folder)})
     get_model(manifest.model)
-    get_gpu(manifest.gpu)
+    manifest = manifest.model_copy(update={"gpu": resolve_gpu(manifest.gpu, key=f"{path}: gpu")})
     _check_release(manifest, path)
     if manifest.profile is not None and (folder / manifest.profile).is_file():
         # a profile path is read relative to the manifest (another folder's fitted profile)
@@ -185,12 +186,17 @@ def _model_name(manifest: RunsManifest) -> str:
 
 
 def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
-    from pagesim.experiments.validation.bench import replay_doc, server_settings
+    from pagesim.experiments.validation.bench import replay_doc
+    from pagesim.experiments.validation.server_args import server_settings
     from pagesim.records.registry import read_run
 
-    settings = server_settings(manifest.server_args)
     if manifest.vllm_version is not None:
+        from pagesim.experiments.validation.server_args import parse_server_args
+
+        settings = dict(parse_server_args(manifest.server_args, v1=True).settings)
         settings["server.vllm_version"] = manifest.vllm_version
+    else:
+        settings = server_settings(manifest.server_args, v1=manifest.scheduler == "vllm-v1")
     doc = replay_doc(
         model=manifest.model,
         gpu=manifest.gpu,
@@ -408,9 +414,12 @@ def sections(study: Study, table: pd.DataFrame, replays: dict) -> list[str]:
         f"runs' settings replayed: {_settings_text(study)}.",
     ]
     if manifest.scheduler == "vllm-v1":
-        from pagesim.experiments.validation.bench import async_note, server_settings
+        from pagesim.experiments.validation.bench import async_note
+        from pagesim.experiments.validation.server_args import server_settings
 
-        lines += async_note(server_settings(manifest.server_args), "these replays", "`server_args`")
+        lines += async_note(
+            server_settings(manifest.server_args, v1=True), "these replays", "`server_args`"
+        )
     fit = study.extra.get("fit")
     if fit is not None:
         from pagesim.calibrate.serving_v1 import form_lines

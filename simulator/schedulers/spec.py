@@ -58,6 +58,10 @@ class SchedulerSpec(_Spec):
     step runs joins the step after next (``schedulers/vllm_v1.py``, rule 6). None (the
     default): the release's default where ``server.vllm_version`` names one (on from
     v0.14.0, ``simulator/vllm_releases.py``), off where it names none.
+    ``chunked_prefill`` (vLLM's ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill``):
+    None (the default) is the scheduler's own way: vllm-v1 chunks prompts, the others never
+    do; false on vllm-v1 is V1 without chunking (a prompt is computed whole or waits:
+    ``schedulers/vllm_v1.py``, rule 7); true on a scheduler that does not chunk is refused.
     V1's own budget defaults are 2048 tokens and 256 requests on GPUs under 70 GiB
     and on A100s, 8192 and 1024 on larger ones (``vllm serve``).
     """
@@ -76,9 +80,15 @@ class SchedulerSpec(_Spec):
     long_prefill_token_threshold: int = Field(default=0, ge=0)
     reserve_full_prompt: bool | None = None
     async_scheduling: bool | None = None
+    chunked_prefill: bool | None = None
 
     @model_validator(mode="after")
     def _check_v1(self) -> SchedulerSpec:
+        if self.chunked_prefill and self.kind != "vllm-v1":
+            raise ValueError(
+                f"scheduler.chunked_prefill: {self.kind!r} computes each prompt whole (no "
+                "chunked prefill); vLLM V1's scheduler (kind 'vllm-v1') chunks prompts"
+            )
         # a value other than the default (a dumped spec carries the defaults too)
         for key, is_set in (
             ("long_prefill_token_threshold", self.long_prefill_token_threshold != 0),

@@ -68,7 +68,15 @@ request waited for memory (admission stopped on memory, or a preemption).
 Not modelled: async scheduling's CPU/GPU overlap (a step's host time, which the
 profiles mostly do not hold, hides behind the GPU's; and the extra step the async
 scheduler may give a request that its previous step finished), spec decoding,
-priorities, LoRA, encoder inputs, KV connectors, ``enable_chunked_prefill: false``.
+priorities, LoRA, encoder inputs, KV connectors.
+
+7. Without chunked prefill (``chunked_prefill: false``, vLLM's
+   ``--no-enable-chunked-prefill``; ``sched/scheduler.py``, the WAITING loop, vLLM PR
+   #28911): a waiting request whose new tokens exceed the budget left stops admission
+   for the step (``break``) instead of taking a first chunk, so every prompt is computed
+   in one step. vLLM then refuses to start unless ``max_num_batched_tokens`` is at least
+   ``max_model_len`` (``config/scheduler.py``); here a request longer than the budget
+   (prompt + output, so that its recompute fits too) is rejected with that reason.
 
 Speed: decoding requests ride the decode clock (``schedulers/riders.py``). When every
 running request decodes (none has tokens left to compute), the budget covers them and
@@ -110,6 +118,7 @@ class VllmV1Scheduler(Scheduler):
         super()._init_state()
         self._threshold = self.spec.long_prefill_token_threshold
         self._reserve_full = self.spec.reserve_full_prompt is not False
+        self._chunking = self.spec.chunked_prefill is not False
         # None: the release's default, resolved by simulate() (simulator/vllm_releases.py)
         self._async = bool(self.spec.async_scheduling)
         self._kv = cast(PagedV1Allocator, self.allocator)
@@ -246,6 +255,8 @@ class VllmV1Scheduler(Scheduler):
             if 0 < threshold < num_new:
                 num_new = threshold
             if num_new > budget:
+                if not self._chunking:
+                    break  # rule 7: the whole prompt or nothing
                 num_new = budget
             if self._reserve_full and not kv.can_fit(req, min(num_tokens, self.max_model_len)):
                 return True, num_hit_tokens
@@ -284,6 +295,13 @@ class VllmV1Scheduler(Scheduler):
             return (
                 f"prompt {group.prompt_len} + output {group.output_len} exceeds max_model_len "
                 f"= {self.max_model_len} (vLLM V1 would cut the output short)"
+            )
+        length = group.prompt_len + group.output_len
+        if not self._chunking and length > self.max_num_batched_tokens:
+            return (
+                f"prompt {group.prompt_len} + output {group.output_len} exceeds "
+                f"max_num_batched_tokens = {self.max_num_batched_tokens} without chunked "
+                "prefill (vLLM then needs max_num_batched_tokens >= max_model_len)"
             )
         num_blocks = -(-group.num_context_tokens // self._block_size)
         if num_blocks > self._kv.num_usable_blocks:

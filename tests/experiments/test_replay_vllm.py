@@ -4,6 +4,7 @@ real format's keys) replayed and compared; pagesim's own run in that format."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from pagesim.cli import main
 from pagesim.errors import ConfigError
 from pagesim.experiments.validation import vcsv
-from pagesim.experiments.validation.bench import JSON_NAME, PAGE_NAME, server_settings
+from pagesim.experiments.validation.bench import JSON_NAME, PAGE_NAME
+from pagesim.experiments.validation.server_args import server_settings
 
 
 def _result(tmp_path, n=30, seed=0):
@@ -89,8 +91,10 @@ def test_server_args_map_to_run_spec_keys_and_unknown_ones_are_named():
     }
     assert server_settings("--async-scheduling") == {"scheduler.async_scheduling": True}
     assert server_settings("--no-async-scheduling") == {"scheduler.async_scheduling": False}
-    with pytest.raises(ConfigError, match="'--speculative-model' is not a flag pagesim replays"):
-        server_settings("--speculative-model x")
+    # a flag pagesim does not model is kept aside (the page lists it), not applied
+    assert server_settings("--speculative-model x --max-num-seqs 8") == {
+        "scheduler.max_num_seqs": 8
+    }
     with pytest.raises(ConfigError, match="--server-args"):
         server_settings("--max-num-seqs many")
 
@@ -406,3 +410,47 @@ def test_validate_vllm_on_your_own_runs_of_a_v0_server(tmp_path):
     profile = yaml.safe_load((out / "profiles" / "serving" / "profile.yaml").read_text())
     assert profile["serving"]["fitted_on"] == "run-0.json"
     assert "| form | chosen |" in (out / "validation.md").read_text()
+
+
+def test_a_fit_the_kernels_already_price_slower_than_the_server_says_why(tmp_path):
+    """Issue 46 item 4: a run pagesim made on the A100 (analytic, no serving path), fitted
+    with the RTX 4090's slower kernels: every serving coefficient is 0 (a serving path only
+    adds time), and the report says the kernels alone are slower, by how much per term, and
+    points to timing the GPU's own steps."""
+    path = _v1_run_by_pagesim(tmp_path, n=80, blocks=8000)
+    server = "--max-num-seqs 64 --max-num-batched-tokens 2048 --num-gpu-blocks-override 8000"
+    fit_dir = tmp_path / "fitted"
+    code = main(["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "rtx-4090",
+                 "--scheduler", "vllm-v1", "--server-args", server, "--scheduler-alone",
+                 "--fit-serving", str(fit_dir), "--out", str(tmp_path / "alone")])  # fmt: skip
+    assert code == 0
+    report = (fit_dir / "report.md").read_text()
+    assert "Every serving coefficient came out 0: the fit cannot help." in report
+    decode = re.search(r"decode time given the concurrency ([+-][\d.]+)%", report)
+    ttft = re.search(r"TTFT ([+-][\d.]+)%, kernels alone", report)
+    assert decode and float(decode.group(1)) > 20 and ttft and float(ttft.group(1)) > 0
+    assert "pagesim calibrate steps --models llama-2-7b@tp1` on the rtx-4090" in report
+
+
+@pytest.mark.parametrize(
+    "lens, match",
+    [
+        ([(100, 1)] * 10, "no request decodes"),
+        ([(100, 50)] * 3, "3 decoding request"),
+        ([(100, 50)] * 30, "every decoding request is the same"),
+    ],
+)
+def test_a_fit_on_too_little_independent_data_is_refused_naming_why(tmp_path, capsys, lens, match):
+    """Issue 50 item 3: one request, identical requests, no decodes wrote a profile."""
+    n = len(lens)
+    doc = {"backend": "vllm", "request_rate": 1.0, "input_lens": [p for p, _ in lens],
+           "output_lens": [o for _, o in lens], "ttfts": [0.05] * n,
+           "itls": [[0.02] * (o - 1) for _, o in lens], "start_times": [1.0 * i for i in range(n)],
+           "errors": [""] * n}  # fmt: skip
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    code = main(["replay-vllm", str(path), "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                 "--scheduler", "vllm-v1", "--scheduler-alone", "--fit-serving",
+                 str(tmp_path / "fit"), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 2 and match in capsys.readouterr().err
+    assert not (tmp_path / "fit" / "profile.yaml").exists()

@@ -92,3 +92,29 @@ def test_weights_that_do_not_fit_are_a_config_error_with_the_arithmetic():
 def test_tp_that_does_not_divide_heads_is_rejected():
     with pytest.raises(ConfigError, match="tensor_parallel=3"):
         kv_pool(HardwareSpec(model="opt-13b", tensor_parallel=3), swap_space_gib=0)
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+def test_an_fp8_kv_cache_halves_the_bytes_per_token_and_doubles_the_slots(dtype):
+    """vLLM's --kv-cache-dtype fp8*: one byte per K/V element where the 16-bit model has two,
+    so the same budget (derived, not given in slots) holds twice the tokens."""
+    base = kv_pool(HardwareSpec(model="llama-2-7b", gpu="a100-80gb"), swap_space_gib=4)
+    fp8 = kv_pool(
+        HardwareSpec(model="llama-2-7b", gpu="a100-80gb", kv_cache_dtype=dtype), swap_space_gib=4
+    )
+    assert fp8.kv_bytes_per_token * 2 == base.kv_bytes_per_token == 524_288
+    assert fp8.kv_budget_bytes == base.kv_budget_bytes
+    assert fp8.capacity_slots == base.kv_budget_bytes // (base.kv_bytes_per_token // 2)
+    assert fp8.cpu_capacity_slots == 2 * base.cpu_capacity_slots
+    # 16-bit forms are the model's own size; slots given directly stay the slots given
+    same = HardwareSpec(model="llama-2-7b", gpu="a100-80gb", kv_cache_dtype="bfloat16")
+    assert kv_pool(same, swap_space_gib=0).capacity_slots == base.capacity_slots
+    given = HardwareSpec(kv_slots=1000, kv_cache_dtype=dtype)
+    assert kv_pool(given, swap_space_gib=0).capacity_slots == 1000
+
+
+def test_an_unknown_kv_cache_dtype_is_refused_naming_the_allowed():
+    from pagesim.simulator.spec import run_spec_from_dict
+
+    with pytest.raises(ConfigError, match=r"kv_cache_dtype.*'auto'.*'fp8'"):
+        run_spec_from_dict({"hardware": {"kv_cache_dtype": "int4"}}, "t")

@@ -326,3 +326,29 @@ def test_the_pool_is_the_engine_num_gpu_blocks():
         max_model_len=spec.max_model_len,
     )
     assert (alloc.num_total_blocks, alloc.num_usable_blocks) == (2_000, 1_999)
+
+
+def test_without_chunked_prefill_a_prompt_runs_whole_or_waits():
+    """Rule 7 (--no-enable-chunked-prefill). Budget 8: r0 (5) runs; r1 (6) does not fit
+    the 3 left and waits (no first chunk); at 0.1 r0 decodes and r1 runs whole; r2 (12
+    tokens + 4 out) can never fit the budget: rejected with the reason. With chunking (the
+    default) r1 takes a first chunk of 3 in the first step and the rest in the second."""
+    trace = [(0.0, 5, 3), (0.0, 6, 2), (0.1, 12, 4)]
+    sched, _ = v1(17, max_num_batched_tokens=8, chunked_prefill=False)
+    res, _ = run(make_trace(trace), sched)
+    assert column(res, "num_prefill_tokens")[:2] == [5, 6]
+    assert column(res, "num_decode_tokens")[:2] == [0, 1]
+    req = res.requests.set_index("request_id")
+    assert req["first_token_s"].round(9).tolist()[:2] == [0.1, 0.2]
+    assert req.loc[2, "status"] == "rejected"
+    assert "without chunked prefill" in req.loc[2, "reason"]
+    chunked, _ = v1(17, max_num_batched_tokens=8)
+    res, _ = run(make_trace(trace[:2]), chunked)
+    assert column(res, "num_prefill_tokens")[:2] == [8, 3]
+
+
+def test_chunked_prefill_true_belongs_to_vllm_v1():
+    with pytest.raises(ConfigError, match="chunked_prefill: 'vllm' computes each prompt whole"):
+        run_spec_from_dict({"scheduler": {"kind": "vllm", "chunked_prefill": True}})
+    spec = run_spec_from_dict({"scheduler": {"kind": "vllm", "chunked_prefill": False}})
+    assert spec.scheduler.chunked_prefill is False
