@@ -121,7 +121,7 @@ def from_result(
     run = read_vllm_bench_json(path, "vllm-bench-serve")
     raw = json.loads(path.read_text())
     desc = describe_server(**server, overrides=overrides, raw=raw)
-    doc = desc.run_doc()
+    doc = desc.run_doc(int((run.table["prompt_len"] + run.table["output_len"]).max()))
     doc["workload"] = {
         **_mix_workload(run.num_requests, num_requests, duration_s, workload),
         **doc.get("workload", {}),

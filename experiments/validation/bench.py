@@ -68,10 +68,19 @@ def async_note(settings: dict[str, Any], replays: str, flags: str) -> list[str]:
 
 
 def replay_doc(
-    *, model: str, gpu: str, profile: str | None, scheduler: str, settings: dict[str, Any]
+    *,
+    model: str,
+    gpu: str,
+    profile: str | None,
+    scheduler: str,
+    settings: dict[str, Any],
+    longest_request: int | None = None,
 ) -> dict[str, Any]:
     """The RunSpec document of the replay (dotted settings applied last); the allocator is
-    vLLM V1's KV cache manager (``paged-v1``) under ``vllm-v1``, else ``paged``."""
+    vLLM V1's KV cache manager (``paged-v1``) under ``vllm-v1``, else ``paged``. Without
+    ``--max-model-len`` the replay must not refuse what the server served: a named release
+    (which sizes its pool for ``max_model_len``, as vLLM refuses to start when one request
+    cannot fit) takes the run's ``longest_request`` (prompt + output), else 2**20."""
     from pagesim.experiments.paths import apply_overrides
 
     doc: dict[str, Any] = {
@@ -86,7 +95,8 @@ def replay_doc(
         block = doc.get("allocator", {}).get("block_size", 16)
         doc["hardware"]["kv_slots"] = int(blocks) * int(block)
     if "max_model_len" not in doc:
-        doc["max_model_len"] = 1 << 20  # the replay must not refuse what the server served
+        release = doc.get("server", {}).get("vllm_version")
+        doc["max_model_len"] = longest_request if release and longest_request else 1 << 20
     return doc
 
 
@@ -145,7 +155,8 @@ def replay_vllm(
     if fit_serving is not None:
         check_fit_data(run, fit_fraction)
     given = "".join(f" / --set {k}={v}" for k, v in (overrides or {}).items())
-    spec = run_spec_from_dict(desc.run_doc(), f"--server-args{given}")
+    longest = int((run.table["prompt_len"] + run.table["output_len"]).max())
+    spec = run_spec_from_dict(desc.run_doc(longest), f"--server-args{given}")
     result = simulate(spec, trace=send.trace(run))
     _check_served(result.requests)
     cost_name, measured = profile or "analytic", run.latencies()

@@ -197,18 +197,22 @@ def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
         settings["server.vllm_version"] = manifest.vllm_version
     else:
         settings = server_settings(manifest.server_args, v1=manifest.scheduler == "vllm-v1")
+    read = [
+        (name, read_run(folder / name, dataset=NAME, **_read_kwargs(folder / name, folder)))
+        for name in manifest.runs or []
+    ]
     doc = replay_doc(
         model=manifest.model,
         gpu=manifest.gpu,
         profile=None,
         scheduler=manifest.scheduler,
         settings=dict(settings),
+        longest_request=max(longest(run) for _, run in read) if read else None,
     )
     doc.pop("metrics", None)
     doc["hardware"].pop("profile", None)
     runs = []
-    for name in manifest.runs or []:
-        run = read_run(folder / name, dataset=NAME, **_read_kwargs(folder / name, folder))
+    for name, run in read:
         runs.append(
             ValidationRun(
                 run=run,
@@ -219,6 +223,12 @@ def read_runs(folder: Path, manifest: RunsManifest) -> list[ValidationRun]:
             )
         )
     return sorted(runs, key=lambda v: (v.rate, v.name))
+
+
+def longest(run) -> int:
+    """A run's longest request: prompt + output tokens."""
+    t = run.table
+    return int((t["prompt_len"] + t["output_len"]).max())
 
 
 def _read_kwargs(path: Path, folder: Path) -> dict:

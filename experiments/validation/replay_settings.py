@@ -15,7 +15,8 @@ acts or is refused in one line naming why and what to use instead:
 - refused (:data:`REFUSED`): ``workload.*``, the other ``arrivals.*`` (Poisson arrivals
   at other rates are what ``pagesim capacity`` draws), ``seed`` without ``spread`` (the
   replay draws nothing), the time series' keys (``metrics.sample_interval_s``,
-  ``every_step``, ``reducers``: the replay writes none), and a section that holds any of
+  ``every_step``, ``reducers``: the replay writes none), a fleet (``cluster.*``,
+  ``disaggregation.*``: the recorded run is one server's), and a section that holds any of
   these set whole;
 - every other path goes into the RunSpec the replay simulates.
 """
@@ -45,6 +46,10 @@ REFUSED: dict[str, str] = {
     "`pagesim run` writes one",
     "metrics.reducers": "the replay writes no time series (its outputs are per request); "
     "`pagesim run` reduces one",
+    "cluster": "the replay replays one server's recorded run; a fleet of replicas is what "
+    "`pagesim capacity --vary cluster.replicas=...` or `pagesim run` simulates",
+    "disaggregation": "the replay replays one server's recorded run; a disaggregated fleet is "
+    "what `pagesim capacity` or `pagesim run` simulates",
 }
 SCALES = ("arrivals.time_scale", "arrivals.rate_req_s")
 

@@ -75,8 +75,9 @@ class ServerDescription:
         release = {"server.vllm_version": self.version} if self.version else {}
         return {**self.args.settings, **release, **self.overrides}
 
-    def run_doc(self) -> dict[str, Any]:
-        """The RunSpec document (bench.replay_doc) of this server."""
+    def run_doc(self, longest_request: int | None = None) -> dict[str, Any]:
+        """The RunSpec document (bench.replay_doc) of this server; ``longest_request``: the
+        run's longest prompt + output (the replay's ``max_model_len`` when none is given)."""
         from pagesim.experiments.validation.bench import replay_doc
 
         return replay_doc(
@@ -85,6 +86,7 @@ class ServerDescription:
             profile=self.profile,
             scheduler=self.scheduler,
             settings=dict(self.settings),
+            longest_request=longest_request,
         )
 
     def scheduler_line(self) -> str:

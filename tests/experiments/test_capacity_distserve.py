@@ -22,7 +22,7 @@ import yaml
 from pagesim.experiments.capacity.api import capacity
 from pagesim.experiments.validation.distserve import pools
 from pagesim.experiments.validation.manifest import load_manifest
-from pagesim.workloads.record_readers import read_distserve_csv
+from pagesim.records.distserve_csv import read_distserve_csv
 
 PROFILE = "a100-80gb-vidur-vllm023-serving"
 

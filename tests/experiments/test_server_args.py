@@ -131,8 +131,11 @@ def test_the_model_named_on_the_command_line_or_in_the_result_is_used_or_refused
         "llama-2-7b"
     )
     assert describe_server(model=None, gpu="h100", raw={"model_id": "opt-13b"}).model == "opt-13b"
+    # a Hugging Face id pagesim ships is resolved; an unknown one is refused naming it
+    hf = describe_server(model=None, gpu="h100", raw={"model_id": "meta-llama/Llama-2-7b-hf"})
+    assert hf.model == "llama-2-7b"
     with pytest.raises(ConfigError, match="the result's model_id: .*unknown model.*pass --model"):
-        describe_server(model=None, gpu="h100", raw={"model_id": "meta-llama/Llama-2-7b-hf"})
+        describe_server(model=None, gpu="h100", raw={"model_id": "acme/Unheard-Of-9B"})
 
 
 def _result(tmp_path):
